@@ -2,3 +2,9 @@
 from .errors import (LngbError, AlignmentError, OutOfBoundsError, CapacityError, TilingError,
                      UnsupportedProductError, InvalidArgumentError, UninitializedReadError,
                      HazardError, LngbWarning)
+from .core import AICore
+from .tensor import GlobalTensor, LocalTensor
+from .products import PRODUCTS
+from .tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
+                     GetLayerNormGradBetaNDTilingInfo)
+from . import vector_ops

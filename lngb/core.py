@@ -1,0 +1,198 @@
+"""The emulated AI Core: UB bytes, mask register, event flags, allocator, instruction hook point."""
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import CapacityError, InvalidArgumentError
+from .products import get_product
+from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
+from .vector_ops.kernels import execute
+from .vector_ops.program import N_COLS
+from .vector_ops.types import MaskMode
+
+MODES = ("fast", "observed", "checked")
+FULL_MASK = (1 << 64) - 1
+NO_GM = np.zeros(0, dtype=np.uint8)
+# The Ascend 950's vector registers (register-based kernels), placed after the UB bytes so the
+# same kernels can address them; the allocator never hands them out.
+VREG_COUNT, VREG_BYTES = 8, 256
+
+
+@dataclass
+class TraceRecord:
+    """One executed instruction or event, in issue order."""
+    seq: int
+    pipe: str
+    name: str
+    row: Any = None            # the resolved instruction row (None for events)
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class Program:
+    """A recorded instruction stream and the core state it leaves behind."""
+    rows: np.ndarray
+    end_state: dict
+    events: int
+
+
+_PROGRAMS = {}
+
+
+class AICore:
+    """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer)."""
+
+    def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None):
+        self.product = get_product(product)
+        if mode not in MODES:
+            raise InvalidArgumentError(f"AICore: mode must be one of {MODES}, got {mode!r}")
+        if mode == "checked":
+            raise NotImplementedError("mode='checked' (the sanitizer) is not built yet; "
+                                      "use 'fast' or 'observed'")
+        self.mode = mode
+        if sat_mode is None:
+            sat_mode = self.product.saturation_default
+        if self.product.saturation_only and not sat_mode:
+            raise InvalidArgumentError(f"AICore: {self.product.name} supports saturation mode "
+                                       "only (sat_mode=True)")
+        self.sat_mode = int(bool(sat_mode))
+        self.ub_size = self.product.ub_size
+        self.ub = np.zeros(self.ub_size + VREG_COUNT * VREG_BYTES, dtype=np.uint8)
+        self.reserved_bytes = (self.product.reserved_bytes if reserved_bytes is None
+                               else int(reserved_bytes))
+        if not 0 <= self.reserved_bytes < self.ub_size:
+            raise InvalidArgumentError(f"AICore: reserved_bytes must be in [0, {self.ub_size})")
+        self.allocated = 0
+        self.mask_mode = MaskMode.NORMAL
+        self.mask_high = self.mask_low = FULL_MASK
+        self.flags = Counter()
+        self.seq = 0
+        self.trace = []
+        self._recording = None
+
+    def __repr__(self):
+        return (f"AICore({self.product.name!r}, mode={self.mode!r}, ub_size={self.ub_size}, "
+                f"allocated={self.allocated})")
+
+    def __enter__(self):
+        push_core(self)
+        return self
+
+    def __exit__(self, *exc):
+        pop_core()
+
+    # --- allocation -----------------------------------------------------------------------
+    @property
+    def capacity(self):
+        """UB bytes the allocator may hand out (physical size minus CANN's reserve)."""
+        return self.ub_size - self.reserved_bytes
+
+    @property
+    def free_bytes(self):
+        return self.capacity - self.allocated
+
+    def alloc(self, shape, dtype, position="VECCALC"):
+        """A new LocalTensor, 32-byte aligned; CapacityError when the UB is full."""
+        shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        if position not in UB_POSITIONS:
+            raise InvalidArgumentError(f"alloc: position must be one of {UB_POSITIONS}")
+        size = int(np.prod(shape))
+        if size <= 0:
+            raise InvalidArgumentError(f"alloc: shape {shape} has no elements")
+        nbytes = -(-size * dtype.itemsize // 32) * 32
+        if nbytes > self.free_bytes:
+            raise CapacityError(
+                f"alloc: {shape} x {dtype.name} needs {nbytes} bytes but only {self.free_bytes} "
+                f"of the {self.capacity} allocatable UB bytes are free on {self.product.name}")
+        tensor = LocalTensor(self, self.allocated, size, dtype, shape, position)
+        self.allocated += nbytes
+        return tensor
+
+    def alloc_rest(self, dtype=np.uint8, position="LCM"):
+        """All UB not yet allocated, as one tensor (CANN's PopStackBuffer)."""
+        dtype = np.dtype(dtype)
+        size = self.free_bytes // dtype.itemsize
+        if size == 0:
+            raise CapacityError("PopStackBuffer: no UB left to hand out")
+        return self.alloc(size, dtype, position)
+
+    def vreg(self, index, dtype):
+        """Vector register `index` as a 256-byte tensor (used by the Ascend 950 kernel path)."""
+        dtype = np.dtype(dtype)
+        return LocalTensor(self, self.ub_size + VREG_BYTES * index, VREG_BYTES // dtype.itemsize,
+                           dtype, None, "VREG")
+
+    # --- the hook point: every instruction and event comes through here ----------------------
+    def issue(self, api, pipe, row, operands, lanes, gm=None):
+        self.seq += 1
+        if self._recording is not None:
+            self._recording.append((row, gm))
+        execute(self.ub, NO_GM if gm is None else gm, row.reshape(1, -1))
+        if self.mode != "fast":
+            self.trace.append(TraceRecord(self.seq, pipe.name, api, row.copy()))
+
+    def event(self, name, pipe="PIPE_S", **info):
+        self.seq += 1
+        if self.mode != "fast":
+            self.trace.append(TraceRecord(self.seq, pipe if isinstance(pipe, str) else pipe.name,
+                                          name, None, info))
+
+    def set_flag(self, event, event_id):
+        self.flags[event, event_id] += 1
+        self.event("SetFlag", event.src.name, event=event.name, event_id=event_id)
+
+    def wait_flag(self, event, event_id):
+        if self.flags[event, event_id] == 0:
+            raise InvalidArgumentError(
+                f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device would "
+                "wait forever")
+        self.flags[event, event_id] -= 1
+        self.event("WaitFlag", event.dst.name, event=event.name, event_id=event_id)
+
+    def _scalar_access(self, api, tensor, index):
+        self.event(api, "PIPE_S", address=tensor.address + index * tensor.dtype.itemsize)
+
+    def _host_write(self, tensor, nbytes):
+        """Host writes are not instructions; hook point for the sanitizer's shadow memory."""
+
+    # --- fast path: record a configuration's instruction stream once, replay it after ----------
+    def _state(self):
+        return dict(mask_mode=self.mask_mode, mask_high=self.mask_high, mask_low=self.mask_low,
+                    allocated=self.allocated, flags=Counter(self.flags))
+
+    def run_recorded(self, key, body, gm=None):
+        """Run `body()`; in fast mode a later call with the same `key` replays its rows instead.
+
+        `key` must determine the instruction stream; the core's product, saturation mode,
+        allocator and mask state are added to it here. All DataCopy rows must use `gm`.
+        """
+        if self.mode != "fast" or self._recording is not None:
+            body()
+            return
+        full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
+                    self.mask_high, self.mask_low, self.allocated)
+        program = _PROGRAMS.get(full_key)
+        if program is None:
+            program = self._record(body, gm)
+            _PROGRAMS[full_key] = program
+            return
+        execute(self.ub, NO_GM if gm is None else gm, program.rows)
+        self.seq += program.events
+        for name, value in program.end_state.items():
+            setattr(self, name, Counter(value) if name == "flags" else value)
+
+    def _record(self, body, gm):
+        seq0 = self.seq
+        self._recording = []
+        try:
+            body()
+            recorded = self._recording
+        finally:
+            self._recording = None
+        if any(g is not None and g is not gm for _, g in recorded):
+            raise InvalidArgumentError("run_recorded: every DataCopy must use the given GM arena")
+        rows = np.array([r for r, _ in recorded], dtype=np.int64).reshape(-1, N_COLS)
+        return Program(rows, self._state(), self.seq - seq0)

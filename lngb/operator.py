@@ -1,0 +1,229 @@
+"""LayerNormGradBeta, written like the CANN source it emulates (spec layernorm_grad_beta.md §3-5).
+
+A2/A3/310P run `_common_path` (counter mode, chunk loop, per-row Add accumulation, the half
+path's casts); the Ascend 950 runs `_regbase_path` (64-lane column blocks in vector registers).
+All checks happen before the first instruction, so a rejected call changes no byte.
+"""
+import warnings
+
+import numpy as np
+
+from .errors import AlignmentError, InvalidArgumentError, LngbWarning
+from .tensor import LocalTensor
+from .tiling import LayerNormGradBetaTiling
+from .vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
+                         Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode, SetMaskCount,
+                         SetMaskNorm, SetVectorMask, UnaryRepeatParams)
+
+API = "LayerNormGradBeta"
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+REUSE_BUFFERS = ("input_dy", "res_for_gamma")
+API_POSITIONS = ("VECIN", "VECOUT", "VECCALC", "LCM")
+
+
+def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
+                      is_reuse_source=False, reuse_buffer="input_dy"):
+    """LayerNormGradBeta(outG, outB, resForGamma, inputDy, sharedTmpBuffer, tiling) or
+    LayerNormGradBeta(outG, outB, resForGamma, inputDy, tiling) (temp = all UB not yet allocated).
+
+    With is_reuse_source (float only) the products are written into inputDy by default, or,
+    with reuse_buffer="res_for_gamma", to the start of resForGamma exactly as CANN's kernel does.
+    """
+    if len(args) == 2:
+        shared_tmp, tiling = args
+    elif len(args) == 1:
+        shared_tmp, tiling = None, args[0]
+    else:
+        raise TypeError(f"{API} takes (outG, outB, resForGamma, inputDy[, sharedTmpBuffer], tiling)")
+    core = inputDy.core
+    if shared_tmp is None:  # the framework-allocated overload: CANN's PopStackBuffer
+        shared_tmp = core.alloc_rest(np.uint8, "LCM")
+    tensors = (("outputPdGamma", outputPdGamma), ("outputPdBeta", outputPdBeta),
+               ("resForGamma", resForGamma), ("inputDy", inputDy),
+               ("sharedTmpBuffer", shared_tmp))
+    _check(core, tensors, tiling, is_reuse_source, reuse_buffer)
+    dtype = inputDy.dtype
+    if is_reuse_source and dtype == F16:
+        warnings.warn(f"{API}: The parameter of isReuseSource is true, may not be effective. "
+                      "(half inputs ignore it)", LngbWarning, stacklevel=2)
+    reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
+    key = (API, tuple((t.address, t.size, t.dtype.str, t.position) for _, t in tensors),
+           tiling.to_bytes(), reuse)
+    path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
+    with core:
+        core.run_recorded(key, lambda: path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
+                                            shared_tmp.ReinterpretCast(np.float32), tiling, reuse))
+
+
+# --- checks (spec §4: the CPU-debug checks, plus everything an instruction would reject later) ---
+
+def _check(core, tensors, tiling, is_reuse_source, reuse_buffer):
+    if not isinstance(tiling, LayerNormGradBetaTiling):
+        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
+    if reuse_buffer not in REUSE_BUFFERS:
+        raise InvalidArgumentError(f"{API}: reuse_buffer must be one of {REUSE_BUFFERS}")
+    for name, t in tensors:
+        if not isinstance(t, LocalTensor) or t.core is not core:
+            raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on the same core")
+        if t.position not in API_POSITIONS:
+            raise InvalidArgumentError(
+                f"[{API}] Failed to check tensor position of {name}: {t.position} (supported: "
+                "VECIN/VECOUT/VECCALC)")
+        if not 0 < t.nbytes < core.ub_size:
+            raise InvalidArgumentError(f"[{API}] Failed to check tensor size of {name}: "
+                                       f"{t.nbytes} bytes")
+        if t.address % 32:
+            raise AlignmentError(f"[{API}] {name} address must be 32-byte aligned, it is "
+                                 f"{t.address}")
+    (_, out_g), (_, out_b), (_, rfg), (_, dy), (_, tmp) = tensors
+    dtype = dy.dtype
+    if dtype not in (F16, F32) or any(t.dtype != dtype for t in (out_g, out_b, rfg)):
+        raise InvalidArgumentError(
+            f"[{API}] template parameter (T) is not half or float, or the four data tensors "
+            f"differ: {', '.join(f'{n}={t.dtype.name}' for n, t in tensors[:4])}")
+    if tmp.dtype != np.uint8:
+        raise InvalidArgumentError(f"{API}: sharedTmpBuffer must be a uint8 LocalTensor "
+                                   "(use .ReinterpretCast(np.uint8))")
+    if out_g.address == out_b.address and out_g.size == out_b.size:
+        raise InvalidArgumentError(f"[{API}] The input Tensor (outputPdGamma) and (outputPdBeta) "
+                                   "cannot be reused")
+    for name, t in tensors[:2]:
+        if t.nbytes % 32:
+            raise AlignmentError(f"[{API}] The {name} length is {t.size}, should be 32B aligned.")
+    if tiling.oneCalSize == 0:
+        raise InvalidArgumentError(f"{API}: tiling.oneCalSize must > 0! (compute the tiling with "
+                                   "GetLayerNormGradBetaNDTilingInfo)")
+    if tmp.size // 4 < tiling.stackBufferSize:
+        raise InvalidArgumentError(
+            f"{API}: stackBuffer.GetSize is ({tmp.size // 4}) >= tiling.stackBufferSize is "
+            f"({tiling.stackBufferSize}) does not hold: the temp buffer has {tmp.size} bytes, the "
+            f"tiling was computed for {4 * tiling.stackBufferSize}")
+    h = tiling.hLength
+    if tiling.originalHLength != h:
+        raise InvalidArgumentError(f"{API}: storage H ({h}) != original H "
+                                   f"({tiling.originalHLength}); only equal H is supported")
+    if h * dtype.itemsize % 32:
+        raise AlignmentError(f"{API}: The value of hLength * sizeof(T) must be an integer "
+                             f"multiple of 32 (H={h}, sizeof(T)={dtype.itemsize})")
+    _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype)
+
+
+def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):
+    """Every tensor holds what the tiling makes the kernel touch."""
+    t = tiling
+    if (t.loopRound * t.oneCalSize + t.inputTailSize != t.bshLength or t.oneCalSize % t.hLength
+            or t.bshLength != t.bLength * t.sLength * t.hLength):
+        raise InvalidArgumentError(f"{API}: the tiling is inconsistent (loopRound * oneCalSize + "
+                                   "inputTailSize != bshLength); compute it with "
+                                   "GetLayerNormGradBetaNDTilingInfo")
+    for name, tensor, need in (("outputPdGamma", out_g, t.hLength), ("outputPdBeta", out_b, t.hLength),
+                               ("resForGamma", rfg, t.bshLength), ("inputDy", dy, t.bshLength)):
+        if tensor.size < need:
+            raise InvalidArgumentError(f"{API}: {name} has {tensor.size} elements, the tiling "
+                                       f"needs {need}")
+    if dtype == F16:
+        need = t.resForGammaTmpTensorPos + t.oneCalSize
+    else:
+        need = t.oneCalSize
+    if need > t.stackBufferSize:
+        raise InvalidArgumentError(f"{API}: tiling positions need {need} floats of temp buffer "
+                                   f"but stackBufferSize is {t.stackBufferSize}")
+
+
+# --- A2 / A3 / 310P: the common kernel (spec §3) ------------------------------------------------
+
+def _common_path(out_g, out_b, rfg, dy, stack, tiling, reuse):
+    t = tiling
+    SetMaskCount()
+    offsets = [k * t.oneCalSize for k in range(t.loopRound)]
+    chunks = [(off, t.bshCurLength, t.bsCurLength) for off in offsets]
+    if t.inputTailSize > 0:
+        chunks.append((t.inputTailPos, t.inputTailSize, t.bsTailSize))
+    for k, (off, n, rows) in enumerate(chunks):
+        chunk = (rfg[off], dy[off], n, rows, t.originalHLength, k == 0)
+        if dy.dtype == F16:
+            _compute_process_half(out_g, out_b, stack, t, *chunk)
+        else:
+            product = {None: stack[t.resForGammaTmpTensorPos], "res_for_gamma": rfg,
+                       "input_dy": chunk[1]}[reuse]
+            _compute_process(out_g, out_b, product, *chunk, beta_first=reuse == "input_dy")
+    SetMaskNorm()
+    ResetMask()
+
+
+def _compute_process(out_g, out_b, product, rfg, dy, n, rows, h, clear, beta_first=False):
+    """One chunk in float: products, then the row loops of pdGamma and pdBeta."""
+    if beta_first:  # products overwrite inputDy, so pdBeta sums dy first
+        _reduce_sum_first_n(out_b, dy, rows, h, clear)
+    SetVectorMask(0, n, dtype=np.float32, mode=MaskMode.COUNTER)
+    Mul(product, dy, rfg, MASK_PLACEHOLDER, 1, BinaryRepeatParams(), is_set_mask=False)
+    PipeBarrier(PIPE_V)
+    _reduce_sum_first_n(out_g, product, rows, h, clear)
+    if not beta_first:
+        _reduce_sum_first_n(out_b, dy, rows, h, clear)
+
+
+def _reduce_sum_first_n(dst, src, rows, h, clear):
+    """dst = row_0 + 0, then dst = row_r + dst for each later row (CANN's ReduceSumFirstN)."""
+    SetVectorMask(0, h, dtype=np.float32, mode=MaskMode.COUNTER)
+    start = 0
+    if clear:
+        Adds(dst, src, 0.0, MASK_PLACEHOLDER, 1, UnaryRepeatParams(), is_set_mask=False)
+        PipeBarrier(PIPE_V)
+        start = 1
+    for r in range(start, rows):
+        Add(dst, src[r * h], dst, MASK_PLACEHOLDER, 1, BinaryRepeatParams(), is_set_mask=False)
+        PipeBarrier(PIPE_V)
+
+
+def _compute_process_half(out_g, out_b, stack, t, rfg, dy, n, rows, h, clear):
+    """Widen the chunk to fp32, run the float process on fp32 accumulators, narrow the outputs."""
+    gamma_acc, beta_acc = stack[t.gammaTempTensorPos], stack[t.betaTempTensorPos]
+    dy_f32, rfg_f32 = stack[t.inputDyTmpTensorPos], stack[t.resForGammaTmpTensorPos]
+    SetVectorMask(0, n, dtype=np.float16, mode=MaskMode.COUNTER)
+    widen = UnaryRepeatParams(srcRepStride=4)
+    Cast(dy_f32, dy, RoundMode.CAST_NONE, MASK_PLACEHOLDER, 1, widen, is_set_mask=False)
+    PipeBarrier(PIPE_V)
+    Cast(rfg_f32, rfg, RoundMode.CAST_NONE, MASK_PLACEHOLDER, 1, widen, is_set_mask=False)
+    PipeBarrier(PIPE_V)
+    _compute_process(gamma_acc, beta_acc, rfg_f32, rfg_f32, dy_f32, n, rows, h, clear)
+    SetVectorMask(0, h, dtype=np.float32, mode=MaskMode.COUNTER)
+    narrow = UnaryRepeatParams(dstRepStride=4)
+    Cast(out_g, gamma_acc, RoundMode.CAST_NONE, MASK_PLACEHOLDER, 1, narrow, is_set_mask=False)
+    PipeBarrier(PIPE_V)
+    Cast(out_b, beta_acc, RoundMode.CAST_NONE, MASK_PLACEHOLDER, 1, narrow, is_set_mask=False)
+    PipeBarrier(PIPE_V)
+
+
+# --- Ascend 950: the register-based kernel (spec §5) -------------------------------------------
+
+def _regbase_path(out_g, out_b, rfg, dy, stack, tiling, reuse):
+    """64-lane column blocks in vector registers; accumulators start at +0.0. The temp buffer,
+    isReuseSource and the global mask register are not used by this kernel."""
+    core = dy.core
+    saved_mask = core.mask_mode, core.mask_high, core.mask_low
+    h, rows = tiling.hLength, tiling.bsLength
+    acc_g, acc_b, prod = (core.vreg(i, np.float32) for i in range(3))
+    dy_r, rfg_r = core.vreg(3, np.float32), core.vreg(4, np.float32)
+    for col in range(0, h, 64):
+        lanes = min(64, h - col)
+        Duplicate(acc_g, 0.0, lanes, 1, 1, 8)
+        Duplicate(acc_b, 0.0, lanes, 1, 1, 8)
+        for j in range(rows):
+            x, g = dy[j * h + col], rfg[j * h + col]
+            if dy.dtype == F16:
+                widen = UnaryRepeatParams(srcRepStride=4)
+                Cast(dy_r, x, RoundMode.CAST_NONE, lanes, 1, widen)
+                Cast(rfg_r, g, RoundMode.CAST_NONE, lanes, 1, widen)
+                x, g = dy_r, rfg_r
+            Mul(prod, x, g, lanes, 1, BinaryRepeatParams())
+            Add(acc_g, acc_g, prod, lanes, 1, BinaryRepeatParams())
+            Add(acc_b, acc_b, x, lanes, 1, BinaryRepeatParams())
+        if dy.dtype == F16:  # CAST_RINT with SatMode::SAT, whatever the core's mode
+            narrow = UnaryRepeatParams(dstRepStride=4)
+            Cast(out_g[col], acc_g, RoundMode.CAST_RINT, lanes, 1, narrow, sat_mode=True)
+            Cast(out_b[col], acc_b, RoundMode.CAST_RINT, lanes, 1, narrow, sat_mode=True)
+        else:
+            DataCopy(out_g[col], acc_g, lanes)
+            DataCopy(out_b[col], acc_b, lanes)
+    core.mask_mode, core.mask_high, core.mask_low = saved_mask

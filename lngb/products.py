@@ -1,0 +1,61 @@
+"""The supported products (spec vector_unit.md §1.2, §3.3, §8.3) and the unsupported ones."""
+from dataclasses import dataclass
+
+from .errors import UnsupportedProductError
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    arch: int               # __NPU_ARCH__
+    ub_size: int            # physical unified buffer, bytes
+    reserved_bytes: int     # kept back by CANN's default build; AICore(reserved_bytes=0) lifts it
+    saturation_default: bool
+    saturation_only: bool
+    kernel_path: str        # "common" (A2/A3/310P source) or "regbase" (Ascend 950 source)
+    clock_mhz: int
+    vector_cores: int
+    event_ids: int = 8
+    lanes_fp32: int = 64    # 256-byte repeat
+    block_bytes: int = 32
+
+    @property
+    def usable_ub(self):
+        return self.ub_size - self.reserved_bytes
+
+
+KIB = 1024
+PRODUCTS = {
+    # A2/A3: ASC_UB_SIZE = 192K - 256, and the default build reserves 8 KiB more for some APIs.
+    "atlas-a2": Product("atlas-a2", 2201, 192 * KIB, 256 + 8 * KIB, False, False, "common", 1800, 48),
+    "atlas-a3": Product("atlas-a3", 2201, 192 * KIB, 256 + 8 * KIB, False, False, "common", 1850, 48),
+    # 310P AI Core: TOTAL_VEC_LOCAL_SIZE = 248K; saturation mode only.
+    "atlas-inference": Product("atlas-inference", 2002, 256 * KIB, 8 * KIB, True, True, "common", 1060, 10),
+    # Ascend 950: 256 KiB physical, 248 KiB usable by default.
+    "atlas-350": Product("atlas-350", 3510, 256 * KIB, 8 * KIB, False, False, "regbase", 1800, 72),
+}
+
+# LayerNormGradBeta's support table (DOC): these products exist but the API is not offered there.
+UNSUPPORTED = {
+    "atlas-200i-500-a2": "Atlas 200I/500 A2 inference products",
+    "atlas-inference-vector-core": "Atlas inference series Vector Core",
+    "atlas-training": "Atlas training series (910)",
+}
+
+SUPPORT_TABLE = ("LayerNormGradBeta supports: Ascend 950PR/950DT (atlas-350), Atlas A3 (atlas-a3), "
+                 "Atlas A2 (atlas-a2), Atlas inference series AI Core (atlas-inference); "
+                 "not supported: Atlas 200I/500 A2, Atlas inference series Vector Core, "
+                 "Atlas training series")
+
+
+def get_product(name):
+    if isinstance(name, Product):
+        return name
+    if name in PRODUCTS:
+        return PRODUCTS[name]
+    if name in UNSUPPORTED:
+        raise UnsupportedProductError(
+            f"product {name!r} ({UNSUPPORTED[name]}) is not supported by LayerNormGradBeta. "
+            f"{SUPPORT_TABLE}.")
+    raise UnsupportedProductError(
+        f"unknown product {name!r}; valid names: {', '.join(PRODUCTS)}")

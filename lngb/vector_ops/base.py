@@ -1,0 +1,121 @@
+"""What every vector instruction wrapper shares: mask resolution, operand checks, the row."""
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
+                     check_range, spans)
+from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0, MASK1,
+                      OP, REPEAT, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                      SRC1_REP, as_int64, new_row)
+from .types import MASK_PLACEHOLDER, MaskMode, Pipe
+
+FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
+FULL = UINT64_MAX
+
+
+def continuous_mask_bits(length, epr):
+    """SetMask(len): the low `len` lanes as (high, low) words."""
+    if length >= 128:
+        return FULL, FULL
+    if length >= 64:
+        return (1 << (length - 64)) - 1, FULL
+    return 0, (1 << length) - 1
+
+
+def set_mask_from_argument(api, core, mask, epr):
+    """An instruction's mask argument (is_set_mask=True) is written to the register, as Ascend C."""
+    if core.mask_mode == MaskMode.COUNTER:
+        count = mask[0] if isinstance(mask, (list, tuple)) else mask
+        core.mask_high, core.mask_low = 0, check_range(api, "mask (counter-mode count)", count,
+                                                       0, UINT32_MAX)
+    elif isinstance(mask, (list, tuple, np.ndarray)):
+        if len(mask) != 2:
+            raise InvalidArgumentError(f"{api}: a bitwise mask is [mask0, mask1], got {len(mask)} words")
+        low = check_range(api, "mask[0]", mask[0], 0, UINT64_MAX)
+        high = check_range(api, "mask[1]", mask[1], 0, UINT64_MAX if epr == 128 else 0)
+        core.mask_high, core.mask_low = high, low
+    else:
+        length = check_range(api, "mask", mask, 0, epr)
+        core.mask_high, core.mask_low = continuous_mask_bits(length, epr)
+
+
+def resolve_mask(api, core, mask, is_set_mask, epr):
+    """-> (counter, word0, word1) for the row, from the argument or the register as set."""
+    if is_set_mask:
+        if mask is MASK_PLACEHOLDER:
+            raise InvalidArgumentError(
+                f"{api}: MASK_PLACEHOLDER needs is_set_mask=False (use the mask register as set)")
+        set_mask_from_argument(api, core, mask, epr)
+    elif mask is not MASK_PLACEHOLDER:
+        raise InvalidArgumentError(
+            f"{api}: with is_set_mask=False the mask argument must be MASK_PLACEHOLDER")
+    if core.mask_mode == MaskMode.COUNTER:
+        return 1, check_range(api, "counter-mode mask count", core.mask_low, 0, UINT32_MAX), 0
+    return 0, core.mask_low, core.mask_high if epr == 128 else 0
+
+
+class Operand:
+    """A tensor with its block and repeat strides, as one instruction uses it."""
+
+    __slots__ = ("name", "tensor", "blk", "rep", "lo", "hi")
+
+    def __init__(self, name, tensor, blk=1, rep=8):
+        self.name, self.tensor, self.blk, self.rep = name, tensor, blk, rep
+
+    def geometry(self):
+        return (self.lo, self.hi, self.tensor.address, self.tensor.dtype.itemsize, self.blk,
+                self.rep)
+
+
+def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, scalar=None,
+                      round_mode=0, sat_mode=None):
+    """Validate and issue one element-wise instruction (count form when `repeat` is None)."""
+    core = dst.tensor.core
+    epr = 256 // max(o.tensor.dtype.itemsize for o in (dst, *sources))
+    count_form = repeat is None
+    if count_form:
+        if not is_set_mask:
+            raise InvalidArgumentError(f"{api}: the count form always sets the mask itself")
+        counter, word0, word1 = 1, check_range(api, "count", mask, 0, UINT32_MAX), 0
+        repeat = 1
+    else:
+        repeat = check_range(api, "repeatTime", repeat, 0, 255)
+        counter, word0, word1 = resolve_mask(api, core, mask, is_set_mask, epr)
+    lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
+    for operand in (dst, *sources):
+        operand.lo, operand.hi = spans(operand.tensor.address, operand.tensor.dtype.itemsize,
+                                       operand.blk, operand.rep, lanes)
+        check_inside(api, operand.name, operand.tensor, operand.lo, operand.hi)
+    for src in sources:
+        check_no_partial_overlap(api, dst.name, dst.geometry(), src.name, src.geometry())
+
+    row = new_row()
+    row[OP] = op
+    row[DT_DST] = DTYPE_CODE[dst.tensor.dtype]
+    row[DT_SRC] = DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype]
+    row[DST], row[DST_BLK], row[DST_REP] = dst.tensor.address, dst.blk, dst.rep
+    for src, cols in zip(sources, ((SRC0, SRC0_BLK, SRC0_REP), (SRC1, SRC1_BLK, SRC1_REP))):
+        row[cols[0]], row[cols[1]], row[cols[2]] = src.tensor.address, src.blk, src.rep
+    row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
+    row[REPEAT] = repeat
+    row[SCALAR] = scalar_bits(scalar, dst.tensor.dtype) if scalar is not None else 0
+    row[ROUND] = round_mode
+    row[SAT] = core.sat_mode if sat_mode is None else int(bool(sat_mode))
+    core.issue(api, Pipe.PIPE_V, row, (dst, *sources), lanes)
+    if count_form:  # the count form restores normal mode and a full mask (A2/A3 implementation)
+        core.mask_mode, core.mask_high, core.mask_low = MaskMode.NORMAL, FULL, FULL
+
+
+def scalar_bits(value, dtype):
+    """The scalar converted to the tensor's dtype (RNE), as its bit pattern."""
+    if dtype == np.float32:
+        return int(np.array(value, dtype=np.float32).view(np.uint32))
+    return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def check_float(api, *named_tensors, same=True):
+    dtypes = {t.dtype for _, t in named_tensors}
+    if same and len(dtypes) > 1:
+        raise InvalidArgumentError(
+            f"{api}: operands must share one dtype, got "
+            + ", ".join(f"{n}={t.dtype.name}" for n, t in named_tensors))

@@ -1,0 +1,122 @@
+"""Exact float16 <-> float32 conversions on uint16 bit patterns.
+
+Numba's CPU target has no float16, so half data lives in uint16 arrays and every
+conversion is done with integer arithmetic on the IEEE bit patterns. Integer work is
+done in int64: in Numba, mixing uint64 with signed ints promotes to float64.
+"""
+import numpy as np
+
+from .._jit import njit
+from ..errors import InvalidArgumentError
+
+HALF_MAX_BITS = 0x7BFF  # 65504
+HALF_INF_BITS = 0x7C00
+
+# Same values as half_to_float, built independently by numpy, for table-lookup kernels.
+HALF_TO_FLOAT_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+@njit
+def half_to_float(bits):
+    """uint16 bit pattern -> np.float32, exact (NaN payload kept: f32 mantissa = f16 mantissa << 13)."""
+    h = np.int64(bits) & 0xFFFF
+    sign = (h >> 15) << 31
+    exp = (h >> 10) & 0x1F
+    man = h & 0x3FF
+    if exp == 0x1F:
+        f = sign | 0x7F800000 | (man << 13)
+    elif exp != 0:
+        f = sign | ((exp + 112) << 23) | (man << 13)
+    elif man == 0:
+        f = sign
+    else:
+        # Subnormal: man * 2**-24; normalise so the leading 1 becomes the implicit bit.
+        e = 113
+        while man & 0x400 == 0:
+            man <<= 1
+            e -= 1
+        f = sign | (e << 23) | ((man & 0x3FF) << 13)
+    return np.uint32(f).view(np.float32)
+
+
+@njit
+def float_to_half(x, round_mode, saturate):
+    """np.float32 -> uint16 bit pattern, rounded per RoundMode (IEEE gradual underflow).
+
+    Overflow as IEEE: to +-inf unless the mode rounds toward zero for that sign (TRUNC, ODD,
+    FLOOR of a positive, CEIL of a negative), which gives +-65504. A NaN stays a NaN with its
+    sign and top 10 payload bits (0x200 if those are 0). saturate=True is the device's
+    saturation mode: every +-inf result (inf inputs included) becomes +-65504, NaN becomes +0.
+    """
+    if round_mode < 0 or round_mode > 6:
+        raise InvalidArgumentError("float_to_half: round_mode must be a RoundMode (0..6)")
+    b = np.int64(np.float32(x).view(np.uint32))
+    negative = b >> 31 != 0
+    sign = (b >> 31) << 15
+    a = b & 0x7FFFFFFF
+    if a > 0x7F800000:  # NaN: keep the top 10 payload bits, but never turn into inf
+        if saturate:
+            return np.uint16(0)
+        man = (a >> 13) & 0x3FF
+        if man == 0:
+            man = 0x200
+        return np.uint16(sign | HALF_INF_BITS | man)
+    if a == 0x7F800000:
+        return np.uint16(sign | (HALF_MAX_BITS if saturate else HALF_INF_BITS))
+
+    exp = a >> 23
+    sig = (a & 0x7FFFFF) | (0x800000 if exp != 0 else 0)
+    # |x| = sig * 2**(max(exp, 1) - 150); q = |x| / (half ulp at |x|), split into
+    # integer part q and remainder rem over 2**shift.
+    if exp >= 113:  # |x| >= 2**-14: half normal range (or beyond it)
+        shift = 13
+    else:
+        shift = min(126 - max(exp, 1), 30)
+    q = sig >> shift
+    rem = sig & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+
+    if round_mode <= 1:  # CAST_NONE, CAST_RINT
+        if rem > half or (rem == half and q & 1 == 1):
+            q += 1
+    elif round_mode == 2:  # CAST_FLOOR
+        if rem != 0 and negative:
+            q += 1
+    elif round_mode == 3:  # CAST_CEIL
+        if rem != 0 and not negative:
+            q += 1
+    elif round_mode == 4:  # CAST_ROUND
+        if rem >= half:
+            q += 1
+    elif round_mode == 6:  # CAST_ODD
+        if rem != 0:
+            q |= 1
+    # CAST_TRUNC (5): q as is
+
+    if exp >= 113:
+        # q is in [1024, 2048]; the carry of q == 2048 into the exponent field is correct.
+        mag = ((exp - 113) << 10) + q
+    else:
+        mag = q  # subnormal; q == 1024 is the smallest normal
+    if mag >= HALF_INF_BITS:
+        toward_zero = (round_mode == 5 or round_mode == 6
+                       or (round_mode == 2 and not negative)
+                       or (round_mode == 3 and negative))
+        mag = HALF_MAX_BITS if (saturate or toward_zero) else HALF_INF_BITS
+    return np.uint16(sign | mag)
+
+
+@njit
+def half_array_to_float(bits_array):
+    out = np.empty(bits_array.shape[0], dtype=np.float32)
+    for i in range(bits_array.shape[0]):
+        out[i] = half_to_float(bits_array[i])
+    return out
+
+
+@njit
+def float_array_to_half(float32_array, round_mode, saturate):
+    out = np.empty(float32_array.shape[0], dtype=np.uint16)
+    for i in range(float32_array.shape[0]):
+        out[i] = float_to_half(float32_array[i], round_mode, saturate)
+    return out

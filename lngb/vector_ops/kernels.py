@@ -1,0 +1,217 @@
+"""The jitted semantics of every instruction, and `execute`, the one loop that runs them.
+
+A kernel gets the UB bytes (and GM bytes for DataCopy) and one resolved instruction row; it never
+sees the core object. Element-wise instructions share one walk: an instruction is one line of
+`apply`; the fast loop in `_flat_f32` is the same arithmetic for contiguous float operands.
+"""
+import numpy as np
+
+from .._jit import njit
+from .half import float_to_half, half_to_float
+from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
+                      COPY_UB_TO_GM, COPY_UB_TO_UB, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
+                      DT_SRC, DUPLICATE, F16, F32, FAMILY, FAMILY_ZERO, MUL, MULS, OP,
+                      PAIR_REDUCE_SUM, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
+                      SRC1_BLK, SRC1_REP, SRC_GAP, SUB, WHOLE_REDUCE_SUM)
+from .walk import contiguous, flat_count, lane_active, lane_index, lanes_per_repeat, repeat_count
+
+RINT = 1
+
+
+@njit
+def dtype_size(code):
+    return 4 if code == F32 else 2
+
+
+@njit
+def load(f32, u16, code, index):
+    if code == F32:
+        return f32[index]
+    return half_to_float(u16[index])
+
+
+@njit
+def store(f32, u16, code, index, value, round_mode, sat):
+    if code == F32:
+        f32[index] = value
+    else:
+        u16[index] = float_to_half(value, round_mode, sat)
+
+
+@njit
+def scalar_value(row):
+    """The scalar operand, stored as the bit pattern of the destination type."""
+    bits = np.int64(row[SCALAR])
+    if row[DT_DST] == F32:
+        return np.uint32(bits & 0xFFFFFFFF).view(np.float32)
+    return half_to_float(np.uint16(bits & 0xFFFF))
+
+
+@njit
+def apply(op, a, b, s):
+    """One lane of an element-wise instruction, in fp32 (half results are rounded by `store`)."""
+    if op == ADD:
+        return a + b
+    if op == SUB:
+        return a - b
+    if op == MUL:
+        return a * b
+    if op == ADDS:
+        return a + s
+    if op == MULS:
+        return a * s
+    if op == DUPLICATE:
+        return s
+    return a  # CAST: the conversion happens in `store`
+
+
+@njit
+def elementwise(ub, row):
+    f32 = ub.view(np.float32)
+    u16 = ub.view(np.uint16)
+    op = row[OP]
+    dt, st = row[DT_DST], row[DT_SRC]
+    dsize, ssize = dtype_size(dt), dtype_size(st)
+    epr = lanes_per_repeat(dsize, ssize)
+    s = scalar_value(row)
+    round_mode, sat = row[ROUND], row[SAT] != 0
+    n = flat_count(row, epr)
+    if (n >= 0 and dt == F32 and st == F32
+            and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
+            and contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr)
+            and contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr)):
+        _flat_f32(op, f32, row[DST] // 4, row[SRC0] // 4, row[SRC1] // 4, s, n)
+        return
+    lanes = np.empty(128, dtype=np.float32)
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):  # read every source lane of the repeat before writing any
+            if lane_active(row, r, e, epr):
+                a = np.float32(0.0)
+                b = np.float32(0.0)
+                if op != DUPLICATE:
+                    a = load(f32, u16, st, lane_index(row[SRC0], ssize, row[SRC0_BLK],
+                                                      row[SRC0_REP], r, e))
+                if op == ADD or op == SUB or op == MUL:
+                    b = load(f32, u16, st, lane_index(row[SRC1], ssize, row[SRC1_BLK],
+                                                      row[SRC1_REP], r, e))
+                lanes[e] = apply(op, a, b, s)
+        for e in range(epr):
+            if lane_active(row, r, e, epr):
+                store(f32, u16, dt, lane_index(row[DST], dsize, row[DST_BLK], row[DST_REP], r, e),
+                      lanes[e], round_mode, sat)
+
+
+@njit
+def _flat_f32(op, f32, d, a, b, s, n):
+    """Contiguous float operands: the same lanes in the same order as the walk, one loop each."""
+    if op == ADD:
+        for i in range(n):
+            f32[d + i] = f32[a + i] + f32[b + i]
+    elif op == SUB:
+        for i in range(n):
+            f32[d + i] = f32[a + i] - f32[b + i]
+    elif op == MUL:
+        for i in range(n):
+            f32[d + i] = f32[a + i] * f32[b + i]
+    elif op == ADDS:
+        for i in range(n):
+            f32[d + i] = f32[a + i] + s
+    elif op == MULS:
+        for i in range(n):
+            f32[d + i] = f32[a + i] * s
+    elif op == DUPLICATE:
+        for i in range(n):
+            f32[d + i] = s
+    else:
+        for i in range(n):
+            f32[d + i] = f32[a + i]
+
+
+@njit
+def _round_sum(a, b, code, sat):
+    if code == F32:
+        return a + b
+    return half_to_float(float_to_half(a + b, RINT, sat))
+
+
+@njit
+def _tree_sum(values, present, start, width, code, sat):
+    """Binary tree of adjacent pairs over values[start:start+width]; masked lanes are absent.
+
+    Returns (sum, any lane present). A node with one absent child passes the other through.
+    """
+    v = values[start:start + width].copy()
+    p = present[start:start + width].copy()
+    n = width
+    while n > 1:
+        for i in range(n // 2):
+            a, b = v[2 * i], v[2 * i + 1]
+            pa, pb = p[2 * i], p[2 * i + 1]
+            if pa and pb:
+                v[i] = _round_sum(a, b, code, sat)
+            elif pa:
+                v[i] = a
+            else:
+                v[i] = b
+            p[i] = pa or pb
+        n //= 2
+    return v[0], p[0]
+
+
+@njit
+def reduce(ub, row):
+    f32 = ub.view(np.float32)
+    u16 = ub.view(np.uint16)
+    op, dt = row[OP], row[DT_DST]
+    size = dtype_size(dt)
+    epr = 256 // size
+    sat = row[SAT] != 0
+    if op == BLOCK_REDUCE_SUM:
+        width, unit = 32 // size, 8
+    elif op == WHOLE_REDUCE_SUM:
+        width, unit = epr, 1
+    else:
+        width, unit = 2, epr // 2
+    values = np.zeros(128, dtype=np.float32)
+    present = np.zeros(128, dtype=np.bool_)
+    dst = row[DST] // size
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):
+            present[e] = lane_active(row, r, e, epr)
+            if present[e]:
+                values[e] = load(f32, u16, dt, lane_index(row[SRC0], size, row[SRC0_BLK],
+                                                          row[SRC0_REP], r, e))
+        for k in range(epr // width):
+            total, any_present = _tree_sum(values, present, k * width, width, dt, sat)
+            out = dst + r * row[DST_REP] * unit + k
+            if any_present:
+                store(f32, u16, dt, out, total, RINT, sat)
+            elif row[FAMILY] == FAMILY_ZERO:
+                store(f32, u16, dt, out, np.float32(0.0), RINT, sat)
+
+
+@njit
+def copy(ub, gm, row):
+    """DataCopy bursts: BLOCK_COUNT bursts of BLOCK_LEN 32-byte blocks with gaps between them."""
+    op = row[OP]
+    src_buf = gm if op == COPY_GM_TO_UB else ub
+    dst_buf = gm if op == COPY_UB_TO_GM else ub
+    burst = 32 * row[BLOCK_LEN]
+    for i in range(row[BLOCK_COUNT]):
+        s = row[SRC0] + 32 * i * (row[BLOCK_LEN] + row[SRC_GAP])
+        d = row[DST] + 32 * i * (row[BLOCK_LEN] + row[DST_GAP])
+        dst_buf[d:d + burst] = src_buf[s:s + burst]
+
+
+@njit
+def execute(ub, gm, program):
+    """Run instruction rows in order on the UB (uint8) and GM (uint8) byte arrays."""
+    for i in range(program.shape[0]):
+        row = program[i]
+        op = row[OP]
+        if op < BLOCK_REDUCE_SUM:
+            elementwise(ub, row)
+        elif op < COPY_GM_TO_UB:
+            reduce(ub, row)
+        else:
+            copy(ub, gm, row)

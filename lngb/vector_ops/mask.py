@@ -1,0 +1,48 @@
+"""The mask register: SetMaskCount, SetMaskNorm, SetVectorMask, ResetMask (spec §2.4).
+
+These act on the current core (`with core:`) and cost one scalar-pipe event each.
+"""
+import numpy as np
+
+from ..tensor import current_core
+from .base import FULL, continuous_mask_bits
+from .checks import UINT64_MAX, check_range
+from .types import MaskMode
+
+
+def SetMaskCount():
+    core = current_core()
+    core.mask_mode = MaskMode.COUNTER
+    core.event("SetMaskCount")
+
+
+def SetMaskNorm():
+    core = current_core()
+    core.mask_mode = MaskMode.NORMAL
+    core.event("SetMaskNorm")
+
+
+def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
+    """SetVectorMask(maskHigh, maskLow, dtype=..., mode=...) or SetVectorMask(length, dtype=...).
+
+    In counter mode the count goes in the low word (the length form writes it there too)."""
+    api = "SetVectorMask"
+    core = current_core()
+    epr = 256 // np.dtype(dtype).itemsize
+    if len(words) == 2:
+        high = check_range(api, "maskHigh", words[0], 0, UINT64_MAX)
+        low = check_range(api, "maskLow", words[1], 0, UINT64_MAX)
+    elif len(words) == 1 and MaskMode(mode) == MaskMode.COUNTER:
+        high, low = 0, check_range(api, "length", words[0], 0, UINT64_MAX)
+    elif len(words) == 1:
+        high, low = continuous_mask_bits(check_range(api, "length", words[0], 0, 1 << 32), epr)
+    else:
+        raise TypeError("SetVectorMask takes (maskHigh, maskLow) or (length)")
+    core.mask_high, core.mask_low = high, low
+    core.event(api, mask=(high, low))
+
+
+def ResetMask():
+    core = current_core()
+    core.mask_high = core.mask_low = FULL
+    core.event("ResetMask")

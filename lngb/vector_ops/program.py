@@ -1,0 +1,38 @@
+"""An instruction as data: one int64 row with every parameter resolved at issue time.
+
+The Python wrappers validate a call, resolve the mask register into the row, and hand the row to
+the core. The core executes rows one by one (observed) or replays a recorded program (fast);
+either way `execute.execute` is the only code that gives instructions their semantics.
+"""
+import numpy as np
+
+N_COLS = 20
+(OP, DT_DST, DT_SRC, DST, SRC0, SRC1, SCALAR, COUNTER, MASK0, MASK1, REPEAT,
+ DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, FAMILY) = range(N_COLS)
+
+# DataCopy rows reuse the stride columns for their burst parameters.
+BLOCK_COUNT, BLOCK_LEN, SRC_GAP, DST_GAP = REPEAT, DST_BLK, SRC0_BLK, SRC1_BLK
+
+# Opcodes, grouped by kernel family.
+ADD, SUB, MUL = 1, 2, 3
+ADDS, MULS = 10, 11
+DUPLICATE = 20
+CAST = 30
+BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM = 40, 41, 42
+COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB = 50, 51, 52
+
+# Data type codes used inside kernels.
+F32, F16 = 0, 1
+DTYPE_CODE = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
+
+# Reduction behaviour for groups whose lanes are all masked off (spec vector_unit.md §4).
+FAMILY_KEEP, FAMILY_ZERO = 0, 1
+
+
+def new_row():
+    return np.zeros(N_COLS, dtype=np.int64)
+
+
+def as_int64(word):
+    """A 64-bit mask word (0 .. 2**64-1) stored in an int64 column."""
+    return word - (1 << 64) if word >= (1 << 63) else word

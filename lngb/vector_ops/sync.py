@@ -1,0 +1,30 @@
+"""PipeBarrier, SetFlag, WaitFlag: recorded as events on the current core (spec §7.2)."""
+from ..errors import InvalidArgumentError
+from ..tensor import current_core
+from .checks import check_range
+from .types import HardEvent, Pipe
+
+
+def PipeBarrier(pipe):
+    pipe = Pipe(pipe)
+    if pipe == Pipe.PIPE_S:
+        raise InvalidArgumentError("PipeBarrier: PIPE_S is not allowed (use PIPE_V, PIPE_MTE2, "
+                                   "PIPE_MTE3 or PIPE_ALL)")
+    current_core().event("PipeBarrier", pipe=pipe)
+
+
+def _event(api, event, event_id):
+    core = current_core()
+    if not isinstance(event, HardEvent):
+        raise InvalidArgumentError(f"{api}: event must be a HardEvent, got {event!r}")
+    return core, check_range(api, "event_id", event_id, 0, core.product.event_ids - 1)
+
+
+def SetFlag(event, event_id):
+    core, event_id = _event("SetFlag", event, event_id)
+    core.set_flag(event, event_id)
+
+
+def WaitFlag(event, event_id):
+    core, event_id = _event("WaitFlag", event, event_id)
+    core.wait_flag(event, event_id)

@@ -1,0 +1,485 @@
+"""Independent oracles: slow, obvious, plain-numpy reference implementations.
+
+Written from the spec (``spec/vector_unit.md`` §2-§4 and §6,
+``spec/layernorm_grad_beta.md`` §3.5-§3.6 and §5, ``DESIGN.md`` "Numerics contract"), never
+from the code under test. This module must never import ``lngb``.
+
+Model
+-----
+* The unified buffer (UB) is a 1-D ``numpy.uint8`` array; addresses are byte offsets; values are
+  stored little-endian. Every oracle copies its UB argument and returns the new array; the input
+  is never modified.
+* ``dtype`` arguments are ``np.float16`` (half) or ``np.float32`` (float).
+* Lanes: ``epr = 256 // max(element sizes of the operands)`` lanes per repeat.
+  ``mode="normal"``: ``mask`` is an int m (lanes 0..m-1, clamped to epr) or a pair
+  ``(mask0, mask1)`` (bit e of mask0 = lane e < 64, bit e-64 of mask1 = lane e >= 64), applied to
+  each of ``repeat`` repeats. ``mode="counter"``: ``count`` elements in ceil(count/epr) repeats,
+  lane e of repeat r active iff r*epr + e < count (``repeat`` ignored).
+* Lane e of repeat r of an operand with element size s, base b, block stride bs and repeat
+  stride rs (strides in 32-byte blocks) lives at
+  ``b + 32*rs*r + 32*bs*(e // (32//s)) + s*(e % (32//s))``.
+* Repeats run in order; inside a repeat all active source lanes are read before any destination
+  lane is written. Inactive lanes are neither read nor written.
+* ``sat`` (half results only): False = IEEE (overflow -> +-inf, NaN stays NaN); True = saturation
+  (+-inf -> +-65504, NaN -> +0). Float results are always IEEE.
+"""
+
+import math
+
+import numpy as np
+
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+HALF_MAX = 65504.0
+
+BINARY_OPS = ("Add", "Sub", "Mul")
+SCALAR_OPS = {"Adds": "Add", "Muls": "Mul"}
+ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC",
+               "CAST_ODD")
+
+
+# ---------------------------------------------------------------------------------------------
+# Basics: dtypes, UB access, lane geometry, masks
+
+
+def _float_dtype(dtype):
+    d = np.dtype(dtype)
+    if d not in (F16, F32):
+        raise ValueError(f"dtype must be float16 or float32, got {d}")
+    return d
+
+
+def _copy_ub(ub):
+    ub = np.asarray(ub)
+    if ub.dtype != np.uint8 or ub.ndim != 1:
+        raise ValueError("the UB must be a 1-D uint8 array")
+    return ub.copy()
+
+
+def lanes_per_repeat(*dtypes):
+    """epr = 256 // the widest operand's element size."""
+    return 256 // max(np.dtype(d).itemsize for d in dtypes)
+
+
+def lane_address(base, size, blk_stride, rep_stride, r, e):
+    """Byte address of lane e of repeat r (spec vector_unit.md §2.2)."""
+    per_block = 32 // size
+    return base + 32 * rep_stride * r + 32 * blk_stride * (e // per_block) + size * (e % per_block)
+
+
+def active_lanes(epr, *, mode, mask, repeat, count):
+    """One list of active lane numbers per executed repeat, in repeat order."""
+    if mode == "normal":
+        if isinstance(mask, (bool, np.bool_)):
+            raise ValueError("mask must be an int or a (mask0, mask1) pair")
+        if isinstance(mask, (int, np.integer)):
+            m = int(mask)
+            if m < 0:
+                raise ValueError("continuous mask must be >= 0")
+            lanes = list(range(min(m, epr)))
+        else:
+            mask0, mask1 = mask
+            bits = int(mask0) | (int(mask1) << 64)
+            lanes = [e for e in range(epr) if (bits >> e) & 1]
+        if repeat < 0:
+            raise ValueError("repeat must be >= 0")
+        return [lanes for _ in range(repeat)]
+    if mode == "counter":
+        if count is None or count < 0:
+            raise ValueError("counter mode needs count >= 0")
+        n_rep = math.ceil(count / epr)
+        return [[e for e in range(epr) if r * epr + e < count] for r in range(n_rep)]
+    raise ValueError(f"mode must be 'normal' or 'counter', got {mode!r}")
+
+
+def _load(ub, addrs, dtype):
+    """Values of `dtype` at the byte addresses `addrs` (little-endian)."""
+    d = np.dtype(dtype)
+    s = d.itemsize
+    addrs = np.asarray(addrs, dtype=np.int64).reshape(-1)
+    if addrs.size and (addrs.min() < 0 or addrs.max() + s > ub.size):
+        raise IndexError("read outside the UB")
+    idx = addrs[:, None] + np.arange(s)
+    return ub[idx].reshape(-1).view(d.newbyteorder("<")).astype(d)
+
+
+def _store(ub, addrs, values, dtype):
+    """Write `values` (converted to `dtype` without further rounding) at the byte addresses."""
+    d = np.dtype(dtype)
+    s = d.itemsize
+    addrs = np.asarray(addrs, dtype=np.int64).reshape(-1)
+    values = np.asarray(values, dtype=d).reshape(-1)
+    if addrs.size != values.size:
+        raise ValueError("address/value count mismatch")
+    if addrs.size and (addrs.min() < 0 or addrs.max() + s > ub.size):
+        raise IndexError("write outside the UB")
+    raw = np.ascontiguousarray(values.astype(d.newbyteorder("<"))).view(np.uint8)
+    ub[addrs[:, None] + np.arange(s)] = raw.reshape(-1, s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Numerics
+
+
+def half_saturate(x16, sat):
+    """Apply the half saturation mode to a float16 array (no-op when sat is False)."""
+    x16 = np.array(x16, dtype=F16)
+    if sat:
+        x16[np.isnan(x16)] = 0.0
+        x16[np.isposinf(x16)] = HALF_MAX
+        x16[np.isneginf(x16)] = -HALF_MAX
+    return x16
+
+
+def _round_to(x32, dtype, sat):
+    """Round float32 values once to `dtype` (RNE), then the half saturation rules."""
+    d = _float_dtype(dtype)
+    x32 = np.asarray(x32, dtype=F32)
+    if d == F32:
+        return x32.copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return half_saturate(x32.astype(F16), sat)
+
+
+def _arith(op, a, b, dtype, sat):
+    """Element-wise a op b: float in float32; half in float32 from exact halves, rounded once."""
+    a32 = np.asarray(a).astype(F32)
+    b32 = np.asarray(b).astype(F32)
+    with np.errstate(all="ignore"):
+        if op == "Add":
+            r = a32 + b32
+        elif op == "Sub":
+            r = a32 - b32
+        elif op == "Mul":
+            r = a32 * b32
+        else:
+            raise ValueError(f"unknown op {op!r}")
+    return _round_to(r, dtype, sat)
+
+
+def _convert_scalar(scalar, dtype):
+    """The scalar argument of Adds/Muls/Duplicate converted to the tensor dtype with RNE."""
+    with np.errstate(over="ignore"):
+        return np.asarray(scalar).astype(_float_dtype(dtype))
+
+
+def f32_to_f16(x, round_mode, sat):
+    """float32 -> float16 with an Ascend RoundMode, then the saturation rules (spec §3.4).
+
+    lo <= x <= hi are the adjacent halves around x (+-inf standing for +-65536, the next step
+    after 65504, so that IEEE overflow falls out of the same rules).
+    """
+    if round_mode not in ROUND_MODES:
+        raise ValueError(f"unknown round mode {round_mode!r}")
+    x = np.asarray(x, dtype=F32)
+    shape = x.shape
+    x = x.reshape(-1)
+    with np.errstate(all="ignore"):
+        xd = x.astype(F64)
+        h = x.astype(F16)  # RNE: one of the two neighbours
+        hd = h.astype(F64)
+        exact = (hd == xd) | np.isnan(x)
+        below = hd < xd
+        lo = np.where(below, h, np.nextafter(h, F16.type(-np.inf)))
+        hi = np.where(below, np.nextafter(h, F16.type(np.inf)), h)
+        lo_d = np.where(np.isinf(lo), np.copysign(65536.0, lo.astype(F64)), lo.astype(F64))
+        hi_d = np.where(np.isinf(hi), np.copysign(65536.0, hi.astype(F64)), hi.astype(F64))
+        d_lo = xd - lo_d  # only used where x is finite and not exact
+        d_hi = hi_d - xd
+    lo_even = (lo.view(np.uint16) & 1) == 0
+    toward_zero = np.where(xd > 0, lo, hi)
+
+    if round_mode in ("CAST_NONE", "CAST_RINT"):
+        pick_lo = (d_lo < d_hi) | ((d_lo == d_hi) & lo_even)
+        r = np.where(pick_lo, lo, hi)
+    elif round_mode == "CAST_ROUND":  # nearest, ties away from zero
+        tie_lo = xd < 0
+        pick_lo = (d_lo < d_hi) | ((d_lo == d_hi) & tie_lo)
+        r = np.where(pick_lo, lo, hi)
+    elif round_mode == "CAST_FLOOR":
+        r = lo
+    elif round_mode == "CAST_CEIL":
+        r = hi
+    elif round_mode == "CAST_TRUNC":
+        r = toward_zero
+    else:  # CAST_ODD: truncate toward zero, then set the last significand bit if inexact
+        r = (toward_zero.view(np.uint16) | np.uint16(1)).view(F16)
+    r = np.where(exact, h, r).astype(F16)
+    return half_saturate(r, sat).reshape(shape)
+
+
+def _tree_sum(values, present, dtype, sat):
+    """Binary trees over adjacent pairs, one per row of `values` [groups, leaves].
+
+    Level by level: (x0+x1), (x2+x3), ... then pairs of those. A node with both children present
+    is their sum rounded to `dtype` (half: sat rules applied); with one child absent it is the
+    other child unchanged; with both absent it is absent. Returns (values, present) per group.
+    """
+    vals = np.array(values, dtype=_float_dtype(dtype), ndmin=2)
+    pres = np.array(present, dtype=bool, ndmin=2)
+    n = vals.shape[1]
+    if n & (n - 1):
+        raise ValueError("tree size must be a power of two")
+    while vals.shape[1] > 1:
+        a, b = vals[:, 0::2], vals[:, 1::2]
+        pa, pb = pres[:, 0::2], pres[:, 1::2]
+        s = _arith("Add", a, b, dtype, sat)
+        vals = np.where(pa & pb, s, np.where(pa, a, b)).astype(vals.dtype)
+        pres = pa | pb
+    return vals[:, 0], pres[:, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Element-wise vector instructions
+
+
+def binary(op, ub, dtype, dst, src0, src1, *, mode="normal", mask=None, repeat=1, count=None,
+           strides=(1, 1, 1, 8, 8, 8), sat=False):
+    """Add/Sub/Mul: dst = src0 op src1 on the active lanes."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"op must be one of {BINARY_OPS}")
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    dbs, s0bs, s1bs, drs, s0rs, s1rs = strides
+    epr = lanes_per_repeat(d)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        a_dst = [lane_address(dst, s, dbs, drs, r, e) for e in lanes]
+        a_s0 = [lane_address(src0, s, s0bs, s0rs, r, e) for e in lanes]
+        a_s1 = [lane_address(src1, s, s1bs, s1rs, r, e) for e in lanes]
+        x = _load(out, a_s0, d)
+        y = _load(out, a_s1, d)
+        _store(out, a_dst, _arith(op, x, y, d, sat), d)
+    return out
+
+
+def unary_scalar(op, ub, dtype, dst, src, scalar, *, mode="normal", mask=None, repeat=1,
+                 count=None, strides=(1, 1, 8, 8), sat=False):
+    """Adds/Muls: dst = src op scalar, the scalar first converted to dtype (RNE)."""
+    if op not in SCALAR_OPS:
+        raise ValueError(f"op must be one of {tuple(SCALAR_OPS)}")
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    c = _convert_scalar(scalar, d)
+    dbs, sbs, drs, srs = strides
+    epr = lanes_per_repeat(d)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        a_dst = [lane_address(dst, s, dbs, drs, r, e) for e in lanes]
+        a_src = [lane_address(src, s, sbs, srs, r, e) for e in lanes]
+        x = _load(out, a_src, d)
+        y = np.full(len(lanes), c, dtype=d)
+        _store(out, a_dst, _arith(SCALAR_OPS[op], x, y, d, sat), d)
+    return out
+
+
+def duplicate(ub, dtype, dst, scalar, *, mode="normal", mask=None, repeat=1, count=None,
+              dst_blk=1, dst_rep=8):
+    """Duplicate: active dst lanes <- scalar (converted to dtype with RNE)."""
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    c = _convert_scalar(scalar, d)
+    epr = lanes_per_repeat(d)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        a_dst = [lane_address(dst, s, dst_blk, dst_rep, r, e) for e in lanes]
+        _store(out, a_dst, np.full(len(lanes), c, dtype=d), d)
+    return out
+
+
+def cast(ub, dst_dtype, src_dtype, dst, src, round_mode, *, mode="normal", mask=None, repeat=1,
+         count=None, strides=(1, 1, 8, 8), sat=False):
+    """Cast half<->float (64 lanes per repeat; each operand addressed with its own size)."""
+    dd = _float_dtype(dst_dtype)
+    sd = _float_dtype(src_dtype)
+    if dd == sd:
+        raise ValueError("only half<->float casts are modelled")
+    if round_mode not in ROUND_MODES:
+        raise ValueError(f"unknown round mode {round_mode!r}")
+    if sd == F16 and round_mode != "CAST_NONE":
+        raise ValueError("half->float only supports CAST_NONE")
+    out = _copy_ub(ub)
+    dbs, sbs, drs, srs = strides
+    epr = lanes_per_repeat(dd, sd)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        a_dst = [lane_address(dst, dd.itemsize, dbs, drs, r, e) for e in lanes]
+        a_src = [lane_address(src, sd.itemsize, sbs, srs, r, e) for e in lanes]
+        x = _load(out, a_src, sd)
+        if sd == F16:
+            y = x.astype(F32)  # exact
+        else:
+            y = f32_to_f16(x, round_mode, sat)
+        _store(out, a_dst, y, dd)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions (adjacent-pair trees, every intermediate rounded to the data type)
+
+
+def _reduce_walk(ub, dtype, src, group, out_index, *, mode, mask, repeat, count, src_blk,
+                 src_rep, dst, sat, family):
+    """Shared walk: per repeat, split the epr lanes into groups of `group` adjacent lanes, tree-sum
+    each group, write group g of repeat r at element out_index(r, g) from dst."""
+    if family not in ("a2", "950"):
+        raise ValueError("family must be 'a2' or '950'")
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    epr = lanes_per_repeat(d)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        vals = np.zeros(epr, dtype=d)      # inactive lanes are absent: value unused
+        pres = np.zeros(epr, dtype=bool)
+        a_src = [lane_address(src, s, src_blk, src_rep, r, e) for e in lanes]
+        vals[lanes] = _load(out, a_src, d)  # read every active lane before writing anything
+        pres[lanes] = True
+        sums, present = _tree_sum(vals.reshape(-1, group), pres.reshape(-1, group), d, sat)
+        # a fully masked group: a2 leaves dst untouched, 950 writes +0
+        w_addr, w_val = [], []
+        for g in range(epr // group):
+            if present[g]:
+                w_addr.append(dst + s * out_index(r, g))
+                w_val.append(sums[g])
+            elif family == "950":
+                w_addr.append(dst + s * out_index(r, g))
+                w_val.append(0.0)
+        _store(out, w_addr, np.array(w_val, dtype=d), d)
+    return out
+
+
+def block_reduce_sum(ub, dtype, dst, src, *, mode="normal", mask=None, repeat=1, count=None,
+                     dst_rep=1, src_blk=1, src_rep=8, sat=False, family="a2"):
+    """BlockReduceSum: 8 outputs per repeat (one per 32-byte block), at r*dst_rep*8 + k."""
+    d = _float_dtype(dtype)
+    return _reduce_walk(ub, d, src, 32 // d.itemsize, lambda r, k: r * dst_rep * 8 + k,
+                        mode=mode, mask=mask, repeat=repeat, count=count, src_blk=src_blk,
+                        src_rep=src_rep, dst=dst, sat=sat, family=family)
+
+
+def whole_reduce_sum(ub, dtype, dst, src, *, mode="normal", mask=None, repeat=1, count=None,
+                     dst_rep=1, src_blk=1, src_rep=8, sat=False, family="a2"):
+    """WholeReduceSum: one output per repeat (tree over all epr lanes), at r*dst_rep."""
+    d = _float_dtype(dtype)
+    return _reduce_walk(ub, d, src, lanes_per_repeat(d), lambda r, k: r * dst_rep,
+                        mode=mode, mask=mask, repeat=repeat, count=count, src_blk=src_blk,
+                        src_rep=src_rep, dst=dst, sat=sat, family=family)
+
+
+def pair_reduce_sum(ub, dtype, dst, src, *, mode="normal", mask=None, repeat=1, count=None,
+                    dst_rep=1, src_blk=1, src_rep=8, sat=False, family="a2"):
+    """PairReduceSum: epr/2 outputs x[2i] + x[2i+1] per repeat, at r*dst_rep*(epr//2) + i."""
+    d = _float_dtype(dtype)
+    half_epr = lanes_per_repeat(d) // 2
+    return _reduce_walk(ub, d, src, 2, lambda r, i: r * dst_rep * half_epr + i,
+                        mode=mode, mask=mask, repeat=repeat, count=count, src_blk=src_blk,
+                        src_rep=src_rep, dst=dst, sat=sat, family=family)
+
+
+# ---------------------------------------------------------------------------------------------
+# DataCopy (spec §6)
+
+
+def _check_buf(buf):
+    buf = np.asarray(buf)
+    if buf.dtype != np.uint8 or buf.ndim != 1:
+        raise ValueError("buffers must be 1-D uint8 arrays")
+    return buf
+
+
+def data_copy_count(dst_buf, dst_off, src_buf, src_off, count, itemsize):
+    """DataCopy(dst, src, count): floor(count*itemsize/32)*32 contiguous bytes."""
+    src_buf = _check_buf(src_buf)
+    out = _check_buf(dst_buf).copy()
+    n = (count * itemsize) // 32 * 32
+    if n:
+        if src_off + n > src_buf.size or dst_off + n > out.size or min(src_off, dst_off) < 0:
+            raise IndexError("copy outside a buffer")
+        out[dst_off:dst_off + n] = src_buf[src_off:src_off + n]
+    return out
+
+
+def data_copy_params(dst_buf, dst_off, src_buf, src_off, block_count, block_len, src_gap, dst_gap):
+    """DataCopy(dst, src, DataCopyParams): block_count bursts of 32*block_len bytes."""
+    src_buf = _check_buf(src_buf)
+    out = _check_buf(dst_buf).copy()
+    n = 32 * block_len
+    for i in range(block_count):
+        s = src_off + 32 * i * (block_len + src_gap)
+        t = dst_off + 32 * i * (block_len + dst_gap)
+        if n:
+            if s + n > src_buf.size or t + n > out.size or min(s, t) < 0:
+                raise IndexError("copy outside a buffer")
+            out[t:t + n] = src_buf[s:s + n].copy()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The operator (numerics contract, spec layernorm_grad_beta.md §3.5)
+
+
+def _as_rows(a):
+    a = np.asarray(a)
+    if a.ndim != 3:
+        raise ValueError("inputs must be [B, S, H]")
+    return a.reshape(-1, a.shape[2])
+
+
+def layer_norm_grad_beta(dy, res_for_gamma, *, sat=False):
+    """(pd_gamma, pd_beta) in the input dtype: sequential fp32 row loop, rounded once to half."""
+    dy = np.asarray(dy)
+    rfg = np.asarray(res_for_gamma)
+    d = _float_dtype(dy.dtype)
+    if rfg.dtype != d or rfg.shape != dy.shape:
+        raise ValueError("dy and res_for_gamma must have the same dtype and shape")
+    dy_rows = _as_rows(dy).astype(F32)   # half -> float is exact
+    rfg_rows = _as_rows(rfg).astype(F32)
+    n_rows = dy_rows.shape[0]
+    with np.errstate(all="ignore"):
+        acc_g = None
+        acc_b = None
+        for r in range(n_rows):
+            p = dy_rows[r] * rfg_rows[r]          # fp32 product (exact for half inputs)
+            if r == 0:
+                acc_g = p + F32.type(0.0)         # Adds(row0, 0): -0.0 becomes +0.0
+                acc_b = dy_rows[0] + F32.type(0.0)
+            else:
+                acc_g = p + acc_g
+                acc_b = dy_rows[r] + acc_b
+    if d == F32:
+        return acc_g.astype(F32), acc_b.astype(F32)
+    return f32_to_f16(acc_g, "CAST_RINT", sat), f32_to_f16(acc_b, "CAST_RINT", sat)
+
+
+def numpy_golden(dy, rfg):
+    """Plain numpy sums (reference only; not the device's order of additions)."""
+    dy = np.asarray(dy)
+    rfg = np.asarray(rfg)
+    return (dy * rfg).sum((0, 1)), dy.sum((0, 1))
+
+
+def reuse_res_for_gamma_state(dy, res_for_gamma, one_cal_rows):
+    """Final resForGamma [B*S, H] after CANN's float isReuseSource kernel (spec §3.6).
+
+    Chunks of one_cal_rows rows (capped at B*S); chunk k's products dy*rfg, computed from the
+    chunk's original rows, are written to rows 0..rows_k-1, in chunk order, the tail last.
+    """
+    dy_rows = _as_rows(dy)
+    rfg_rows = _as_rows(res_for_gamma)
+    if dy_rows.dtype != F32 or rfg_rows.dtype != F32:
+        raise ValueError("isReuseSource only acts on float inputs")
+    n_rows = dy_rows.shape[0]
+    if one_cal_rows <= 0:
+        raise ValueError("one_cal_rows must be > 0")
+    one = min(one_cal_rows, n_rows)
+    buf = rfg_rows.copy()
+    chunks = [(k * one, one) for k in range(n_rows // one)]
+    if n_rows % one:
+        chunks.append((n_rows - n_rows % one, n_rows % one))
+    with np.errstate(all="ignore"):
+        for start, rows in chunks:
+            # products from the chunk's ORIGINAL rows (only rows [0, one) are ever written and
+            # chunk 0 is those rows themselves, so this equals reading buf; inputDy never changes)
+            prod = dy_rows[start:start + rows] * rfg_rows[start:start + rows]
+            buf[0:rows] = prod
+    return buf
