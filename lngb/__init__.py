@@ -8,3 +8,5 @@ from .products import PRODUCTS
 from .tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
                      GetLayerNormGradBetaNDTilingInfo)
 from . import vector_ops
+from .operator import LayerNormGradBeta
+from .host import EmulationResult, emulate, emulate_operator

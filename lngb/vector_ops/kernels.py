@@ -76,10 +76,11 @@ def elementwise(ub, row):
     s = scalar_value(row)
     round_mode, sat = row[ROUND], row[SAT] != 0
     n = flat_count(row, epr)
+    binary = op == ADD or op == SUB or op == MUL
     if (n >= 0 and dt == F32 and st == F32
             and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
-            and contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr)
-            and contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr)):
+            and (op == DUPLICATE or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
+            and (not binary or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))):
         _flat_f32(op, f32, row[DST] // 4, row[SRC0] // 4, row[SRC1] // 4, s, n)
         return
     lanes = np.empty(128, dtype=np.float32)
@@ -91,7 +92,7 @@ def elementwise(ub, row):
                 if op != DUPLICATE:
                     a = load(f32, u16, st, lane_index(row[SRC0], ssize, row[SRC0_BLK],
                                                       row[SRC0_REP], r, e))
-                if op == ADD or op == SUB or op == MUL:
+                if binary:
                     b = load(f32, u16, st, lane_index(row[SRC1], ssize, row[SRC1_BLK],
                                                       row[SRC1_REP], r, e))
                 lanes[e] = apply(op, a, b, s)
@@ -103,28 +104,32 @@ def elementwise(ub, row):
 
 @njit
 def _flat_f32(op, f32, d, a, b, s, n):
-    """Contiguous float operands: the same lanes in the same order as the walk, one loop each."""
+    """Contiguous float operands: the same lanes in the same order as the walk, one loop each.
+
+    Slicing first lets the loops index from 0 with no wrap-around checks, so LLVM vectorises
+    them (element-wise, so no reassociation is involved)."""
+    dv, av, bv = f32[d:d + n], f32[a:a + n], f32[b:b + n]
     if op == ADD:
         for i in range(n):
-            f32[d + i] = f32[a + i] + f32[b + i]
+            dv[i] = av[i] + bv[i]
     elif op == SUB:
         for i in range(n):
-            f32[d + i] = f32[a + i] - f32[b + i]
+            dv[i] = av[i] - bv[i]
     elif op == MUL:
         for i in range(n):
-            f32[d + i] = f32[a + i] * f32[b + i]
+            dv[i] = av[i] * bv[i]
     elif op == ADDS:
         for i in range(n):
-            f32[d + i] = f32[a + i] + s
+            dv[i] = av[i] + s
     elif op == MULS:
         for i in range(n):
-            f32[d + i] = f32[a + i] * s
+            dv[i] = av[i] * s
     elif op == DUPLICATE:
         for i in range(n):
-            f32[d + i] = s
+            dv[i] = s
     else:
         for i in range(n):
-            f32[d + i] = f32[a + i]
+            dv[i] = av[i]
 
 
 @njit
@@ -200,7 +205,9 @@ def copy(ub, gm, row):
     for i in range(row[BLOCK_COUNT]):
         s = row[SRC0] + 32 * i * (row[BLOCK_LEN] + row[SRC_GAP])
         d = row[DST] + 32 * i * (row[BLOCK_LEN] + row[DST_GAP])
-        dst_buf[d:d + burst] = src_buf[s:s + burst]
+        dv, sv = dst_buf[d:d + burst], src_buf[s:s + burst]
+        for k in range(burst):  # a plain loop: numba's slice assignment copies byte by byte
+            dv[k] = sv[k]
 
 
 @njit
