@@ -1,5 +1,4 @@
 """The emulated AI Core: UB bytes, mask register, event flags, allocator, instruction hook point."""
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,12 +8,13 @@ from .errors import CapacityError, InvalidArgumentError
 from .products import get_product
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.kernels import execute
-from .vector_ops.program import N_COLS
+from .vector_ops.program import GM_SLOT, GM_SLOTS, N_COLS
 from .vector_ops.types import MaskMode
 
 MODES = ("fast", "observed", "checked")
 FULL_MASK = (1 << 64) - 1
 NO_GM = np.zeros(0, dtype=np.uint8)
+NO_GMS = (NO_GM,) * GM_SLOTS
 # The Ascend 950's vector registers (register-based kernels), placed after the UB bytes so the
 # same kernels can address them; the allocator never hands them out.
 VREG_COUNT, VREG_BYTES = 8, 256
@@ -67,7 +67,7 @@ class AICore:
         self.allocated = 0
         self.mask_mode = MaskMode.NORMAL
         self.mask_high = self.mask_low = FULL_MASK
-        self.flags = Counter()
+        self.flags = {}
         self.seq = 0
         self.trace = []
         self._recording = None
@@ -128,9 +128,15 @@ class AICore:
     # --- the hook point: every instruction and event comes through here ----------------------
     def issue(self, api, pipe, row, operands, lanes, gm=None):
         self.seq += 1
+        gms = NO_GMS
+        if gm is not None:
+            gms = (gm,) + NO_GMS[1:]
+            if self._recording is not None:
+                row[GM_SLOT] = self._gm_slot(gm)
+                gms = self._recording_gms
         if self._recording is not None:
-            self._recording.append((row, gm))
-        execute(self.ub, NO_GM if gm is None else gm, row.reshape(1, -1))
+            self._recording.append(row)
+        execute(self.ub, gms, row.reshape(1, -1))
         if self.mode != "fast":
             self.trace.append(TraceRecord(self.seq, pipe.name, api, row.copy()))
 
@@ -141,11 +147,11 @@ class AICore:
                                           name, None, info))
 
     def set_flag(self, event, event_id):
-        self.flags[event, event_id] += 1
+        self.flags[event, event_id] = self.flags.get((event, event_id), 0) + 1
         self.event("SetFlag", event.src.name, event=event.name, event_id=event_id)
 
     def wait_flag(self, event, event_id):
-        if self.flags[event, event_id] == 0:
+        if not self.flags.get((event, event_id)):
             raise InvalidArgumentError(
                 f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device would "
                 "wait forever")
@@ -161,14 +167,16 @@ class AICore:
     # --- fast path: record a configuration's instruction stream once, replay it after ----------
     def _state(self):
         return dict(mask_mode=self.mask_mode, mask_high=self.mask_high, mask_low=self.mask_low,
-                    allocated=self.allocated, flags=Counter(self.flags))
+                    allocated=self.allocated, flags=dict(self.flags))
 
-    def run_recorded(self, key, body, gm=None):
+    def run_recorded(self, key, body, gms=()):
         """Run `body()`; in fast mode a later call with the same `key` replays its rows instead.
 
         `key` must determine the instruction stream; the core's product, saturation mode,
-        allocator and mask state are added to it here. All DataCopy rows must use `gm`.
+        allocator and mask state are added to it here. `gms` lists the GM byte arrays the
+        DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays in the same order.
         """
+        gms = tuple(gms) + NO_GMS[len(gms):]
         if self.mode != "fast" or self._recording is not None:
             body()
             return
@@ -176,23 +184,27 @@ class AICore:
                     self.mask_high, self.mask_low, self.allocated)
         program = _PROGRAMS.get(full_key)
         if program is None:
-            program = self._record(body, gm)
+            program = self._record(body, gms)
             _PROGRAMS[full_key] = program
             return
-        execute(self.ub, NO_GM if gm is None else gm, program.rows)
+        execute(self.ub, gms, program.rows)
         self.seq += program.events
         for name, value in program.end_state.items():
-            setattr(self, name, Counter(value) if name == "flags" else value)
+            setattr(self, name, dict(value) if name == "flags" else value)
 
-    def _record(self, body, gm):
+    def _gm_slot(self, gm):
+        for slot, candidate in enumerate(self._recording_gms):
+            if candidate is gm:
+                return slot
+        raise InvalidArgumentError("run_recorded: a DataCopy used a GM buffer not passed in gms")
+
+    def _record(self, body, gms):
         seq0 = self.seq
-        self._recording = []
+        self._recording, self._recording_gms = [], gms
         try:
             body()
             recorded = self._recording
         finally:
             self._recording = None
-        if any(g is not None and g is not gm for _, g in recorded):
-            raise InvalidArgumentError("run_recorded: every DataCopy must use the given GM arena")
-        rows = np.array([r for r, _ in recorded], dtype=np.int64).reshape(-1, N_COLS)
+        rows = np.array(recorded, dtype=np.int64).reshape(-1, N_COLS)
         return Program(rows, self._state(), self.seq - seq0)

@@ -3,8 +3,8 @@
 GM -> UB DataCopy of inputDy and resForGamma, LayerNormGradBeta, UB -> GM DataCopy of the two
 outputs, with the MTE2->V and V->MTE3 events a TQue-based kernel emits between them.
 """
+import copy
 from dataclasses import dataclass
-from typing import Any, Optional
 
 import numpy as np
 
@@ -18,14 +18,25 @@ from .tiling import (GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTi
 from .vector_ops import DataCopy, HardEvent, SetFlag, WaitFlag
 
 
-@dataclass
 class EmulationResult:
-    pd_gamma: np.ndarray
-    pd_beta: np.ndarray
-    tiling: LayerNormGradBetaTiling
-    core: AICore
-    trace: Optional[list] = None
-    cost: Any = None  # modelled device time: not built yet
+    """pd_gamma, pd_beta (input dtype, shape (H,)), the tiling used, the core, its trace, and the
+    modelled device cost (not built yet: None)."""
+
+    def __init__(self, pd_gamma, pd_beta, tiling, core, trace=None, cost=None):
+        self.pd_gamma, self.pd_beta, self.core, self.trace, self.cost = (pd_gamma, pd_beta, core,
+                                                                         trace, cost)
+        self._tiling = tiling
+        self._tiling_copy = None
+
+    @property
+    def tiling(self):
+        """A copy of the tiling (the cached original is shared between calls)."""
+        if self._tiling_copy is None:
+            self._tiling_copy = copy.copy(self._tiling)
+        return self._tiling_copy
+
+    def __repr__(self):
+        return f"EmulationResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
 
 
 def _round32(nbytes):
@@ -78,6 +89,28 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None, rese
     return size
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about one emulate() configuration that does not depend on the data."""
+    tmp_bytes: int
+    tiling: LayerNormGradBetaTiling
+
+
+_PLANS = {}
+
+
+def _plan(shape, dtype, product, stack_buffer_size, is_reuse_source):
+    key = (shape, dtype.str, product.name, stack_buffer_size, bool(is_reuse_source))
+    plan = _PLANS.get(key)
+    if plan is None:
+        tmp_bytes = choose_stack_buffer_size(shape, dtype, product, stack_buffer_size)
+        tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
+                                                  is_reuse_source)
+        plan = _Plan(tmp_bytes, tiling)
+        _PLANS[key] = plan
+    return plan
+
+
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
             reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", trace=False,
             sat_mode=None):
@@ -87,43 +120,46 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     """
     _check_inputs(input_dy, res_for_gamma)
     dtype = input_dy.dtype
-    shape = tuple(int(d) for d in input_dy.shape)
+    shape = input_dy.shape
     b, s, h = shape
     core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
-    tmp_bytes = choose_stack_buffer_size(shape, dtype, core.product, stack_buffer_size)
-    tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize, is_reuse_source)
-
-    n_in, n_out = _round32(b * s * h * dtype.itemsize), _round32(h * dtype.itemsize)
-    arena = np.zeros(2 * n_in + 2 * n_out, dtype=np.uint8)
-    gm_dy = GlobalTensor.in_arena(arena, 0, dtype, b * s * h)
-    gm_rfg = GlobalTensor.in_arena(arena, n_in, dtype, b * s * h)
-    gm_g = GlobalTensor.in_arena(arena, 2 * n_in, dtype, h)
-    gm_b = GlobalTensor.in_arena(arena, 2 * n_in + n_out, dtype, h)
-    gm_dy.array[:] = input_dy.reshape(-1)
-    gm_rfg.array[:] = res_for_gamma.reshape(-1)
+    plan = _plan(shape, dtype, core.product, stack_buffer_size, is_reuse_source)
+    # GM: the inputs are only ever read (no instruction writes them), so they are used in place;
+    # the outputs are fresh arrays the UB -> GM copies fill.
+    gm_in = [_gm_bytes(a) for a in (input_dy, res_for_gamma)]
+    pd_gamma, pd_beta = np.empty(h, dtype), np.empty(h, dtype)
+    gms = (*gm_in, pd_gamma.view(np.uint8), pd_beta.view(np.uint8))
 
     def kernel():
+        gm_dy, gm_rfg, gm_g, gm_b = (GlobalTensor.in_arena(g, 0, dtype, g.size // dtype.itemsize)
+                                     for g in gms)
         dy = core.alloc(shape, dtype, "VECIN")
         rfg = core.alloc(shape, dtype, "VECIN")
         out_g = core.alloc(h, dtype, "VECOUT")
         out_b = core.alloc(h, dtype, "VECOUT")
-        tmp = core.alloc(tmp_bytes, np.uint8, "VECCALC")
+        tmp = core.alloc(plan.tmp_bytes, np.uint8, "VECCALC")
         with core:
             DataCopy(dy, gm_dy, b * s * h)
             DataCopy(rfg, gm_rfg, b * s * h)
             SetFlag(HardEvent.MTE2_V, 0)
             WaitFlag(HardEvent.MTE2_V, 0)
-            LayerNormGradBeta(out_g, out_b, rfg, dy, tmp, tiling, is_reuse_source=is_reuse_source,
-                              reuse_buffer=reuse_buffer)
+            LayerNormGradBeta(out_g, out_b, rfg, dy, tmp, plan.tiling,
+                              is_reuse_source=is_reuse_source, reuse_buffer=reuse_buffer)
             SetFlag(HardEvent.V_MTE3, 0)
             WaitFlag(HardEvent.V_MTE3, 0)
             DataCopy(gm_g, out_g, h)
             DataCopy(gm_b, out_b, h)
 
-    key = ("emulate", shape, dtype.str, tmp_bytes, bool(is_reuse_source), reuse_buffer)
-    core.run_recorded(key, kernel, gm=arena)
-    return EmulationResult(gm_g.array.copy(), gm_b.array.copy(), tiling, core,
-                           core.trace if trace else None)
+    key = ("emulate", shape, dtype.str, plan.tmp_bytes, bool(is_reuse_source), reuse_buffer)
+    core.run_recorded(key, kernel, gms)
+    return EmulationResult(pd_gamma, pd_beta, plan.tiling, core, core.trace if trace else None)
+
+
+def _gm_bytes(array):
+    """The array's bytes as a flat uint8 view (a private copy when it cannot be viewed so)."""
+    if not (array.flags.c_contiguous and array.flags.writeable):
+        array = np.ascontiguousarray(array).copy()
+    return array.reshape(-1).view(np.uint8)
 
 
 def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None, threads=None,

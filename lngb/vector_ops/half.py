@@ -14,6 +14,7 @@ HALF_INF_BITS = 0x7C00
 
 # Same values as half_to_float, built independently by numpy, for table-lookup kernels.
 HALF_TO_FLOAT_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+HALF_TO_FLOAT_TABLE.flags.writeable = False  # jitted kernels freeze it as a constant
 
 
 @njit

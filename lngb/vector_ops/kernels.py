@@ -7,10 +7,10 @@ sees the core object. Element-wise instructions share one walk: an instruction i
 import numpy as np
 
 from .._jit import njit
-from .half import float_to_half, half_to_float
+from .half import HALF_TO_FLOAT_TABLE, float_to_half, half_to_float
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
                       COPY_UB_TO_GM, COPY_UB_TO_UB, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
-                      DT_SRC, DUPLICATE, F16, F32, FAMILY, FAMILY_ZERO, MUL, MULS, OP,
+                      DT_SRC, DUPLICATE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
                       PAIR_REDUCE_SUM, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
                       SRC1_BLK, SRC1_REP, SRC_GAP, SUB, WHOLE_REDUCE_SUM)
 from .walk import contiguous, flat_count, lane_active, lane_index, lanes_per_repeat, repeat_count
@@ -66,9 +66,7 @@ def apply(op, a, b, s):
 
 
 @njit
-def elementwise(ub, row):
-    f32 = ub.view(np.float32)
-    u16 = ub.view(np.uint16)
+def elementwise(f32, u16, row):
     op = row[OP]
     dt, st = row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
@@ -77,11 +75,18 @@ def elementwise(ub, row):
     round_mode, sat = row[ROUND], row[SAT] != 0
     n = flat_count(row, epr)
     binary = op == ADD or op == SUB or op == MUL
-    if (n >= 0 and dt == F32 and st == F32
-            and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
+    if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
             and (op == DUPLICATE or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
             and (not binary or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))):
-        _flat_f32(op, f32, row[DST] // 4, row[SRC0] // 4, row[SRC1] // 4, s, n)
+        d, a, b = row[DST] // dsize, row[SRC0] // ssize, row[SRC1] // ssize
+        if dt == F32 and st == F32:
+            _flat_f32(op, f32, d, a, b, s, n)
+        elif op == CAST and dt == F32:
+            _widen(f32[d:d + n], u16[a:a + n])
+        elif op == CAST:
+            _narrow(u16[d:d + n], f32[a:a + n], round_mode, sat)
+        else:
+            _flat_f16(op, u16, d, a, b, s, n, sat)
         return
     lanes = np.empty(128, dtype=np.float32)
     for r in range(repeat_count(row, epr)):
@@ -104,32 +109,41 @@ def elementwise(ub, row):
 
 @njit
 def _flat_f32(op, f32, d, a, b, s, n):
-    """Contiguous float operands: the same lanes in the same order as the walk, one loop each.
+    """Contiguous float operands: the same lanes in the same order as the walk.
 
-    Slicing first lets the loops index from 0 with no wrap-around checks, so LLVM vectorises
-    them (element-wise, so no reassociation is involved)."""
+    Slicing first lets the loops index from 0 without wrap-around checks, and naming an in-place
+    operand as dst itself spares LLVM an alias check that would stop it vectorising the row
+    accumulation (element-wise, so no reassociation is involved)."""
     dv, av, bv = f32[d:d + n], f32[a:a + n], f32[b:b + n]
-    if op == ADD:
+    if d == b:
         for i in range(n):
-            dv[i] = av[i] + bv[i]
-    elif op == SUB:
+            dv[i] = apply(op, av[i], dv[i], s)
+    elif d == a:
         for i in range(n):
-            dv[i] = av[i] - bv[i]
-    elif op == MUL:
-        for i in range(n):
-            dv[i] = av[i] * bv[i]
-    elif op == ADDS:
-        for i in range(n):
-            dv[i] = av[i] + s
-    elif op == MULS:
-        for i in range(n):
-            dv[i] = av[i] * s
-    elif op == DUPLICATE:
-        for i in range(n):
-            dv[i] = s
+            dv[i] = apply(op, dv[i], bv[i], s)
     else:
         for i in range(n):
-            dv[i] = av[i]
+            dv[i] = apply(op, av[i], bv[i], s)
+
+
+@njit
+def _widen(dst, src):
+    for i in range(dst.size):
+        dst[i] = HALF_TO_FLOAT_TABLE[src[i]]
+
+
+@njit
+def _narrow(dst, src, round_mode, sat):
+    for i in range(dst.size):
+        dst[i] = float_to_half(src[i], round_mode, sat)
+
+
+@njit
+def _flat_f16(op, u16, d, a, b, s, n, sat):
+    for i in range(n):
+        x = HALF_TO_FLOAT_TABLE[u16[a + i]]
+        y = HALF_TO_FLOAT_TABLE[u16[b + i]]
+        u16[d + i] = float_to_half(apply(op, x, y, s), RINT, sat)
 
 
 @njit
@@ -164,9 +178,7 @@ def _tree_sum(values, present, start, width, code, sat):
 
 
 @njit
-def reduce(ub, row):
-    f32 = ub.view(np.float32)
-    u16 = ub.view(np.uint16)
+def reduce(f32, u16, row):
     op, dt = row[OP], row[DT_DST]
     size = dtype_size(dt)
     epr = 256 // size
@@ -211,14 +223,16 @@ def copy(ub, gm, row):
 
 
 @njit
-def execute(ub, gm, program):
-    """Run instruction rows in order on the UB (uint8) and GM (uint8) byte arrays."""
+def execute(ub, gms, program):
+    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays)."""
+    f32 = ub.view(np.float32)
+    u16 = ub.view(np.uint16)
     for i in range(program.shape[0]):
         row = program[i]
         op = row[OP]
         if op < BLOCK_REDUCE_SUM:
-            elementwise(ub, row)
+            elementwise(f32, u16, row)
         elif op < COPY_GM_TO_UB:
-            reduce(ub, row)
+            reduce(f32, u16, row)
         else:
-            copy(ub, gm, row)
+            copy(ub, gms[row[GM_SLOT]], row)

@@ -10,8 +10,9 @@ N_COLS = 20
 (OP, DT_DST, DT_SRC, DST, SRC0, SRC1, SCALAR, COUNTER, MASK0, MASK1, REPEAT,
  DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, FAMILY) = range(N_COLS)
 
-# DataCopy rows reuse the stride columns for their burst parameters.
-BLOCK_COUNT, BLOCK_LEN, SRC_GAP, DST_GAP = REPEAT, DST_BLK, SRC0_BLK, SRC1_BLK
+# DataCopy rows reuse columns: the burst parameters, and which of the GM buffers they use.
+BLOCK_COUNT, BLOCK_LEN, SRC_GAP, DST_GAP, GM_SLOT = REPEAT, DST_BLK, SRC0_BLK, SRC1_BLK, SRC1
+GM_SLOTS = 4  # `execute` always gets this many GM byte arrays
 
 # Opcodes, grouped by kernel family.
 ADD, SUB, MUL = 1, 2, 3
