@@ -1,0 +1,110 @@
+"""Command line: `lngb demo` (the seed example) and `lngb run` (raw .bin files, as Ascend
+samples' gen_data.py writes them)."""
+import argparse
+import pathlib
+import sys
+
+import numpy as np
+
+from .errors import LngbError
+from .host import emulate
+from .products import PRODUCTS
+
+DTYPES = {"float32": np.float32, "float": np.float32, "float16": np.float16, "half": np.float16}
+
+
+def _common_options(parser):
+    parser.add_argument("--product", default="atlas-a2", choices=list(PRODUCTS))
+    parser.add_argument("--stack-buffer-size", type=int, default=None,
+                        help="temp buffer bytes (default: the largest that fits, capped at max)")
+    parser.add_argument("--reuse-source", action="store_true", help="isReuseSource=true")
+    parser.add_argument("--reuse-buffer", default="input_dy", choices=["input_dy", "res_for_gamma"])
+
+
+def _tiling_line(t):
+    return (f"tiling: stackBufferSize={t.stackBufferSize} floats, oneCalSize={t.oneCalSize}, "
+            f"loopRound={t.loopRound}, inputTailSize={t.inputTailSize}, "
+            f"bsCurLength={t.bsCurLength}")
+
+
+def demo(args):
+    dy = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+    result = emulate(dy, dy, product=args.product, stack_buffer_size=args.stack_buffer_size,
+                     is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
+    print(f"LayerNormGradBeta on {args.product}: inputDy = resForGamma = arange(64) as [1, 8, 8] "
+          "float32")
+    print(_tiling_line(result.tiling))
+    print("pdGamma:", result.pd_gamma.tolist())
+    print("pdBeta: ", result.pd_beta.tolist())
+    expected_gamma = [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488]
+    expected_beta = [224 + 8 * h for h in range(8)]
+    ok = result.pd_gamma.tolist() == expected_gamma and result.pd_beta.tolist() == expected_beta
+    print("matches the documented example" if ok else "DOES NOT match the documented example")
+    return 0 if ok else 1
+
+
+def _read_bin(path, shape, dtype):
+    data = np.fromfile(path, dtype=dtype)
+    if data.size != int(np.prod(shape)):
+        raise LngbError(f"{path}: {data.size} {np.dtype(dtype).name} values, shape {shape} needs "
+                        f"{int(np.prod(shape))}")
+    return data.reshape(shape)
+
+
+def run(args):
+    dtype = DTYPES[args.dtype]
+    shape = tuple(int(d) for d in args.shape.split(","))
+    if len(shape) != 3:
+        raise LngbError(f"--shape takes B,S,H, got {args.shape!r}")
+    dy = _read_bin(args.dy, shape, dtype)
+    rfg = _read_bin(args.res_for_gamma, shape, dtype)
+    result = emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
+                     is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
+    out = pathlib.Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result.pd_gamma.tofile(out / "output_pd_gamma.bin")
+    result.pd_beta.tofile(out / "output_pd_beta.bin")
+    print(f"LayerNormGradBeta on {args.product}: [{shape[0]}, {shape[1]}, {shape[2]}] "
+          f"{np.dtype(dtype).name}")
+    print(_tiling_line(result.tiling))
+    print(f"wrote {out / 'output_pd_gamma.bin'} and {out / 'output_pd_beta.bin'} "
+          f"({shape[2]} x {np.dtype(dtype).name} each)")
+    status = 0
+    for name, golden, got in (("pdGamma", args.golden_gamma, result.pd_gamma),
+                              ("pdBeta", args.golden_beta, result.pd_beta)):
+        if golden:
+            ref = _read_bin(golden, (shape[2],), dtype)
+            same = np.array_equal(ref.view(np.uint8), got.view(np.uint8))
+            diff = np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64)))
+            print(f"{name} vs {golden}: {'bit-identical' if same else 'differs'}, "
+                  f"max abs diff {diff:.6g}")
+            status |= 0 if same else 1
+    return status
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="lngb", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="run the documented [1, 8, 8] float example")
+    _common_options(p)
+    p.set_defaults(func=demo)
+    p = sub.add_parser("run", help="run on raw little-endian .bin inputs, write .bin outputs")
+    p.add_argument("--dy", required=True, help="inputDy .bin file")
+    p.add_argument("--res-for-gamma", required=True, help="resForGamma .bin file")
+    p.add_argument("--shape", required=True, help="B,S,H")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--out-dir", default="output")
+    p.add_argument("--golden-gamma", help="optional golden pdGamma .bin to compare with")
+    p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with")
+    _common_options(p)
+    p.set_defaults(func=run)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (LngbError, OSError) as err:
+        print(f"lngb {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
