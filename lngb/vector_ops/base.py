@@ -3,10 +3,8 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
-                     check_range, spans)
-from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0, MASK1,
-                      OP, REPEAT, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
-                      SRC1_REP, as_int64, new_row)
+                     check_range, footprint)
+from .program import DTYPE_CODE, as_int64
 from .types import MASK_PLACEHOLDER, MaskMode, Pipe
 
 FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
@@ -57,14 +55,11 @@ def resolve_mask(api, core, mask, is_set_mask, epr):
 class Operand:
     """A tensor with its block and repeat strides, as one instruction uses it."""
 
-    __slots__ = ("name", "tensor", "blk", "rep", "lo", "hi")
+    __slots__ = ("name", "tensor", "blk", "rep", "extent")
 
     def __init__(self, name, tensor, blk=1, rep=8):
         self.name, self.tensor, self.blk, self.rep = name, tensor, blk, rep
-
-    def geometry(self):
-        return (self.lo, self.hi, self.tensor.address, self.tensor.dtype.itemsize, self.blk,
-                self.rep)
+        self.extent = None
 
 
 def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, scalar=None,
@@ -83,24 +78,20 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         counter, word0, word1 = resolve_mask(api, core, mask, is_set_mask, epr)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     for operand in (dst, *sources):
-        operand.lo, operand.hi = spans(operand.tensor.address, operand.tensor.dtype.itemsize,
-                                       operand.blk, operand.rep, lanes)
-        check_inside(api, operand.name, operand.tensor, operand.lo, operand.hi)
+        operand.extent = footprint(operand.tensor.address, operand.tensor.dtype.itemsize,
+                                   operand.blk, operand.rep, lanes)
+        check_inside(api, operand.name, operand.tensor, operand.extent)
     for src in sources:
-        check_no_partial_overlap(api, dst.name, dst.geometry(), src.name, src.geometry())
+        check_no_partial_overlap(api, dst, src, lanes)
 
-    row = new_row()
-    row[OP] = op
-    row[DT_DST] = DTYPE_CODE[dst.tensor.dtype]
-    row[DT_SRC] = DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype]
-    row[DST], row[DST_BLK], row[DST_REP] = dst.tensor.address, dst.blk, dst.rep
-    for src, cols in zip(sources, ((SRC0, SRC0_BLK, SRC0_REP), (SRC1, SRC1_BLK, SRC1_REP))):
-        row[cols[0]], row[cols[1]], row[cols[2]] = src.tensor.address, src.blk, src.rep
-    row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
-    row[REPEAT] = repeat
-    row[SCALAR] = scalar_bits(scalar, dst.tensor.dtype) if scalar is not None else 0
-    row[ROUND] = round_mode
-    row[SAT] = core.sat_mode if sat_mode is None else int(bool(sat_mode))
+    src0, src1 = (tuple(sources) + (Operand("none", dst.tensor, 0, 0),) * 2)[:2]
+    row = np.array((
+        op, DTYPE_CODE[dst.tensor.dtype], DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype],
+        dst.tensor.address, src0.tensor.address, src1.tensor.address,
+        scalar_bits(scalar, dst.tensor.dtype) if scalar is not None else 0,
+        counter, as_int64(word0), as_int64(word1), repeat,
+        dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
+        round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0), dtype=np.int64)
     core.issue(api, Pipe.PIPE_V, row, (dst, *sources), lanes)
     if count_form:  # the count form restores normal mode and a full mask (A2/A3 implementation)
         core.mask_mode, core.mask_high, core.mask_low = MaskMode.NORMAL, FULL, FULL

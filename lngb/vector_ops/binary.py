@@ -10,11 +10,14 @@ def _binary(api, op, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mas
     for name, t in (("dst", dst), ("src0", src0), ("src1", src1)):
         check_local(api, name, t, core, FLOAT_TYPES)
     check_float(api, ("dst", dst), ("src0", src0), ("src1", src1))
-    p = repeatParams if repeatParams is not None else BinaryRepeatParams()
-    blk = [check_range(api, f, getattr(p, f), 0, 255)
-           for f in ("dstBlkStride", "src0BlkStride", "src1BlkStride")]
-    rep = [check_range(api, f, getattr(p, f), 0, 255)
-           for f in ("dstRepStride", "src0RepStride", "src1RepStride")]
+    if repeatTime is None:  # the count form: contiguous operands
+        blk, rep = (1, 1, 1), (8, 8, 8)
+    else:
+        p = repeatParams if repeatParams is not None else BinaryRepeatParams()
+        blk = [check_range(api, f, getattr(p, f), 0, 255)
+               for f in ("dstBlkStride", "src0BlkStride", "src1BlkStride")]
+        rep = [check_range(api, f, getattr(p, f), 0, 255)
+               for f in ("dstRepStride", "src0RepStride", "src1RepStride")]
     issue_elementwise(api, op, Operand("dst", dst, blk[0], rep[0]),
                       (Operand("src0", src0, blk[1], rep[1]), Operand("src1", src1, blk[2], rep[2])),
                       mask, repeatTime, is_set_mask=is_set_mask)

@@ -44,37 +44,61 @@ def check_local(api, name, tensor, core, dtypes, align=32):
 
 
 class Lanes:
-    """Which lanes of which repeats an instruction touches: `full` repeats with `mask` lanes,
-    then optionally one last repeat with the first `tail` lanes (counter mode)."""
+    """Which lanes of which repeats an instruction touches: `full` repeats with the lanes set in
+    `bits`, then optionally one last repeat with the first `tail` lanes (counter mode)."""
 
-    __slots__ = ("epr", "mask", "full", "tail")
+    __slots__ = ("epr", "bits", "full", "tail")
 
-    def __init__(self, epr, mask, full, tail=0):
-        self.epr, self.mask, self.full, self.tail = epr, mask, full, tail
+    def __init__(self, epr, bits, full, tail=0):
+        self.epr, self.bits, self.full, self.tail = epr, bits, full, tail
 
     @classmethod
     def from_row_mask(cls, epr, counter, m0, m1, repeat):
         if counter:
             full, tail = divmod(m0, epr)
-            return cls(epr, np.ones(epr, dtype=bool), full, tail)
-        bits = np.array([(m0 >> e) & 1 if e < 64 else (m1 >> (e - 64)) & 1 for e in range(epr)],
-                        dtype=bool)
-        return cls(epr, bits, repeat if bits.any() else 0)
+            return cls(epr, (1 << epr) - 1, full, tail)
+        bits = (m0 | (m1 << 64)) & ((1 << epr) - 1)
+        return cls(epr, bits, repeat if bits else 0)
 
     @property
     def repeats(self):
         return self.full + (1 if self.tail else 0)
 
+    @property
+    def mask(self):
+        return np.array([(self.bits >> e) & 1 for e in range(self.epr)], dtype=bool)
 
-def lane_offsets(size, blk_stride, epr):
-    e = np.arange(epr)
+
+def lane_offset(size, blk_stride, e):
     per_block = 32 // size
     return 32 * blk_stride * (e // per_block) + size * (e % per_block)
 
 
+def footprint(address, size, blk_stride, rep_stride, lanes):
+    """The bytes [first, last) an operand touches, or None when it touches nothing."""
+    if lanes.repeats == 0:
+        return None
+    if blk_stride == 0:  # lane offsets are not monotonic: take the exact per-repeat spans
+        lo, hi = spans(address, size, blk_stride, rep_stride, lanes)
+        return int(lo.min()), int(hi.max())
+    last = first = None
+    if lanes.full:
+        lowest, highest = (lanes.bits & -lanes.bits).bit_length() - 1, lanes.bits.bit_length() - 1
+        first = address + lane_offset(size, blk_stride, lowest)
+        last = (address + 32 * rep_stride * (lanes.full - 1)
+                + lane_offset(size, blk_stride, highest) + size)
+    if lanes.tail:
+        start = address + 32 * rep_stride * lanes.full
+        first = start if first is None else min(first, start)
+        tail_last = start + lane_offset(size, blk_stride, lanes.tail - 1) + size
+        last = tail_last if last is None else max(last, tail_last)
+    return first, last
+
+
 def spans(address, size, blk_stride, rep_stride, lanes):
     """Per-repeat byte ranges [lo, hi) of an operand (empty arrays when nothing is touched)."""
-    offsets = lane_offsets(size, blk_stride, lanes.epr)
+    e = np.arange(lanes.epr)
+    offsets = 32 * blk_stride * (e // (32 // size)) + size * (e % (32 // size))
     starts = address + 32 * rep_stride * np.arange(lanes.repeats, dtype=np.int64)
     lo = np.empty(lanes.repeats, dtype=np.int64)
     hi = np.empty(lanes.repeats, dtype=np.int64)
@@ -89,11 +113,11 @@ def spans(address, size, blk_stride, rep_stride, lanes):
     return lo, hi
 
 
-def check_inside(api, name, tensor, lo, hi):
-    """The footprint [lo.min(), hi.max()) lies in the tensor and in the UB."""
-    if lo.size == 0:
+def check_inside(api, name, tensor, extent):
+    """The footprint [first, last) lies in the tensor and in the UB."""
+    if extent is None:
         return
-    first, last = int(lo.min()), int(hi.max())
+    first, last = extent
     end = tensor.address + tensor.nbytes
     if first < tensor.address or last > end:
         raise OutOfBoundsError(
@@ -106,24 +130,30 @@ def check_inside(api, name, tensor, lo, hi):
                                f"size {limit}")
 
 
-def check_no_partial_overlap(api, dst_name, dst, src_name, src):
+def check_no_partial_overlap(api, dst, src, lanes):
     """Within one repeat a source and the destination overlap completely or not at all.
 
-    dst and src are (lo, hi, address, size, blk_stride, rep_stride) of each operand.
+    dst and src are Operands whose `extent` is set; the exact per-repeat comparison runs only
+    when their footprints meet and their layouts differ.
     """
-    dlo, dhi, daddr, dsize, dblk, drep = dst
-    slo, shi, saddr, ssize, sblk, srep = src
-    n = min(dlo.size, slo.size)
-    if n == 0:
+    if dst.extent is None or src.extent is None:
         return
-    r = np.arange(n, dtype=np.int64)
-    intersect = (dlo[:n] < shi[:n]) & (slo[:n] < dhi[:n])
-    identical = ((daddr + 32 * drep * r == saddr + 32 * srep * r)
-                 & (dsize == ssize) & (dblk == sblk))
+    if dst.extent[1] <= src.extent[0] or src.extent[1] <= dst.extent[0]:
+        return
+    geometry = lambda o: (o.tensor.address, o.tensor.dtype.itemsize, o.blk, o.rep)
+    if geometry(dst) == geometry(src):
+        return
+    daddr, dsize, dblk, drep = geometry(dst)
+    saddr, ssize, sblk, srep = geometry(src)
+    dlo, dhi = spans(daddr, dsize, dblk, drep, lanes)
+    slo, shi = spans(saddr, ssize, sblk, srep, lanes)
+    r = np.arange(dlo.size, dtype=np.int64)
+    intersect = (dlo < shi) & (slo < dhi)
+    identical = (daddr + 32 * drep * r == saddr + 32 * srep * r) & (dsize == ssize) & (dblk == sblk)
     bad = np.flatnonzero(intersect & ~identical)
     if bad.size:
         k = int(bad[0])
         raise InvalidArgumentError(
-            f"{api}: {dst_name} bytes [{dlo[k]}, {dhi[k]}) partially overlap {src_name} bytes "
+            f"{api}: {dst.name} bytes [{dlo[k]}, {dhi[k]}) partially overlap {src.name} bytes "
             f"[{slo[k]}, {shi[k]}) in repeat {k}; within a repeat operands must coincide "
             f"exactly or not overlap at all")

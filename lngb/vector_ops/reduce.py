@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .base import FLOAT_TYPES, Operand, resolve_mask
-from .checks import Lanes, check_inside, check_local, check_range, spans
+from .checks import Lanes, check_inside, check_local, check_range, footprint, spans
 from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, FAMILY,
                       FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
                       SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM, as_int64, new_row)
@@ -70,11 +70,12 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     counter, word0, word1 = resolve_mask(api, core, mask, is_set_mask, epr)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     family = FAMILY_ZERO if core.product.kernel_path == "regbase" else FAMILY_KEEP
-    slo, shi = spans(src.address, size, s.blk, s.rep, lanes)
-    check_inside(api, "src", src, slo, shi)
+    check_inside(api, "src", src, footprint(src.address, size, s.blk, s.rep, lanes))
     dlo, dhi = _dst_spans(op, dst, dst_rep, lanes, family == FAMILY_ZERO)
-    check_inside(api, "dst", dst, dlo[dlo < dhi], dhi[dlo < dhi])
-    _check_reads_before_writes(api, dlo, dhi, slo, shi)
+    written = dlo < dhi
+    if written.any():
+        check_inside(api, "dst", dst, (int(dlo[written].min()), int(dhi[written].max())))
+    _check_reads_before_writes(api, dlo, dhi, *spans(src.address, size, s.blk, s.rep, lanes))
 
     row = new_row()
     row[OP], row[DT_DST], row[DT_SRC] = op, DTYPE_CODE[dst.dtype], DTYPE_CODE[src.dtype]

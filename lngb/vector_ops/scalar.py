@@ -7,7 +7,7 @@ from .types import UnaryRepeatParams
 
 def unary_operands(api, dst, src, repeatParams):
     """dst and src as Operands with UnaryRepeatParams strides (block uint16, repeat uint8)."""
-    p = repeatParams if repeatParams is not None else UnaryRepeatParams()
+    p = UnaryRepeatParams() if repeatParams is None else repeatParams
     return (Operand("dst", dst, check_range(api, "dstBlkStride", p.dstBlkStride, 0, 65535),
                     check_range(api, "dstRepStride", p.dstRepStride, 0, 255)),
             Operand("src", src, check_range(api, "srcBlkStride", p.srcBlkStride, 0, 65535),
