@@ -1,0 +1,48 @@
+"""The benchmark workloads, shared by the pytest-benchmark suite and `python bench/ratios.py`.
+
+Each case is (name, emulator callable, numpy golden callable) on the same data.
+"""
+import numpy as np
+
+import lngb
+from lngb.vector_ops import Add
+
+
+def numpy_golden(dy, rfg):
+    return (dy * rfg).sum((0, 1)), dy.sum((0, 1))
+
+
+def _inputs(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(-10, 10, shape).astype(dtype), rng.integers(-10, 10, shape).astype(dtype))
+
+
+def emulate_case(shape, dtype, product="atlas-a2"):
+    dy, rfg = _inputs(shape, dtype)
+    return (lambda: lngb.emulate(dy, rfg, product=product)), (lambda: numpy_golden(dy, rfg))
+
+
+def add_case(n=15360):
+    """A contiguous counter-mode Add: three 15 K-float operands (46 K floats), as much as fits
+    an A2 UB, against np.add on the same UB arrays."""
+    core = lngb.AICore("atlas-a2")
+    a, b, c = (core.alloc(n, np.float32) for _ in range(3))
+    a.write(np.ones(n, np.float32))
+    b.write(np.full(n, 2, np.float32))
+    view = core.ub.view(np.float32)
+    av, bv, cv = (view[t.address // 4:t.address // 4 + n] for t in (a, b, c))
+    return (lambda: Add(c, a, b, n)), (lambda: np.add(av, bv, out=cv))
+
+
+SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+
+CASES = {
+    "seed [1,8,8] float": lambda: ((lambda: lngb.emulate(SEED, SEED)),
+                                   (lambda: numpy_golden(SEED, SEED))),
+    "[4,8,512] float": lambda: emulate_case((4, 8, 512), np.float32),
+    "[2,16,64] half": lambda: emulate_case((2, 16, 64), np.float16),
+    "largest one-UB [1,181,128] float (a2)": lambda: emulate_case((1, 181, 128), np.float32),
+    "largest one-UB [1,246,128] float (350)": lambda: emulate_case((1, 246, 128), np.float32,
+                                                                  "atlas-350"),
+    "Add 3 x 15360 floats": add_case,
+}

@@ -1,0 +1,39 @@
+"""Print the emulator / numpy-golden time ratios (medians), as the README quotes them.
+
+    python bench/ratios.py
+"""
+import pathlib
+import subprocess
+import sys
+import time
+import timeit
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from cases import CASES  # noqa: E402
+from test_bench import COLD_START  # noqa: E402
+
+
+def median_us(func, repeat=15):
+    func()
+    number = max(1, int(0.02 / max(timeit.timeit(func, number=1), 1e-7)))
+    runs = sorted(timeit.repeat(func, number=number, repeat=repeat))
+    return runs[len(runs) // 2] / number * 1e6
+
+
+def main():
+    print(f"{'case':42} {'emulator us':>12} {'numpy us':>10} {'ratio':>7}")
+    for name, make in CASES.items():
+        emulator, golden = make()
+        e, g = median_us(emulator), median_us(golden)
+        print(f"{name:42} {e:12.1f} {g:10.1f} {e / g:7.2f}")
+    subprocess.run([sys.executable, "-c", COLD_START], check=True)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", COLD_START], check=True)
+        times.append(time.perf_counter() - start)
+    print(f"cold start (warm Numba cache), median of 5: {sorted(times)[2]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
