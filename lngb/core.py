@@ -111,13 +111,14 @@ class AICore:
         self.allocated += nbytes
         return tensor
 
-    def alloc_rest(self, dtype=np.uint8, position="LCM"):
-        """All UB not yet allocated, as one tensor (CANN's PopStackBuffer)."""
+    def pop_stack_buffer(self, dtype=np.uint8, position="LCM"):
+        """All UB not yet allocated, as one temporary tensor (CANN's PopStackBuffer): the
+        allocator does not count it, so later allocations may reuse the space."""
         dtype = np.dtype(dtype)
         size = self.free_bytes // dtype.itemsize
         if size == 0:
-            raise CapacityError("PopStackBuffer: no UB left to hand out")
-        return self.alloc(size, dtype, position)
+            raise CapacityError("PopStackBuffer Error! no UB is left beside the allocated tensors")
+        return LocalTensor(self, self.allocated, size, dtype, None, position)
 
     def vreg(self, index, dtype):
         """Vector register `index` as a 256-byte tensor (used by the Ascend 950 kernel path)."""

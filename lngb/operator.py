@@ -37,7 +37,7 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
         raise TypeError(f"{API} takes (outG, outB, resForGamma, inputDy[, sharedTmpBuffer], tiling)")
     core = inputDy.core
     if shared_tmp is None:  # the framework-allocated overload: CANN's PopStackBuffer
-        shared_tmp = core.alloc_rest(np.uint8, "LCM")
+        shared_tmp = core.pop_stack_buffer(np.uint8, "LCM")
     tensors = (("outputPdGamma", outputPdGamma), ("outputPdBeta", outputPdBeta),
                ("resForGamma", resForGamma), ("inputDy", inputDy),
                ("sharedTmpBuffer", shared_tmp))
