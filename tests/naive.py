@@ -328,13 +328,18 @@ def _reduce_walk(ub, dtype, src, group, out_index, *, mode, mask, repeat, count,
     s = d.itemsize
     out = _copy_ub(ub)
     epr = lanes_per_repeat(d)
-    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+    repeats = active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)
+    if mode == "normal" and not any(len(lanes) for lanes in repeats):
+        return out  # a mask with no lane set makes the instruction a no-op, 950 included
+    for r, lanes in enumerate(repeats):
         vals = np.zeros(epr, dtype=d)      # inactive lanes are absent: value unused
         pres = np.zeros(epr, dtype=bool)
         a_src = [lane_address(src, s, src_blk, src_rep, r, e) for e in lanes]
         vals[lanes] = _load(out, a_src, d)  # read every active lane before writing anything
         pres[lanes] = True
         sums, present = _tree_sum(vals.reshape(-1, group), pres.reshape(-1, group), d, sat)
+        if d == F16:  # a lone lane passes the tree unchanged, but every half result saturates
+            sums = half_saturate(sums, sat)
         # a fully masked group: a2 leaves dst untouched, 950 writes +0
         w_addr, w_val = [], []
         for g in range(epr // group):

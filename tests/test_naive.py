@@ -323,10 +323,17 @@ def test_single_lane_passes_through_negative_zero():
 
 def test_fully_masked_family():
     ub = make_ub(512, (0, np.ones(64, F32)), (256, np.full(8, SENT, F32)))
-    a2 = naive.whole_reduce_sum(ub, F32, 256, 0, mask=(0, 0))
-    assert rd(a2, 256, F32, 1)[0] == SENT
-    r = rd(naive.whole_reduce_sum(ub, F32, 256, 0, mask=(0, 0), family="950"), 256, F32, 1)[0]
-    assert r == 0 and not np.signbit(r)
+    a2 = naive.block_reduce_sum(ub, F32, 256, 0, mask=(0xFF, 0))   # only block 0 is active
+    assert rd(a2, 256, F32, 8).tolist() == [8.0] + [SENT] * 7
+    r = rd(naive.block_reduce_sum(ub, F32, 256, 0, mask=(0xFF, 0), family="950"), 256, F32, 8)
+    assert r.tolist() == [8.0] + [0.0] * 7 and not np.signbit(r).any()
+
+
+def test_empty_mask_is_a_no_op_on_every_family():
+    ub = make_ub(512, (0, np.ones(64, F32)), (256, np.full(8, SENT, F32)))
+    for family in ("a2", "950"):
+        out = naive.whole_reduce_sum(ub, F32, 256, 0, mask=(0, 0), family=family)
+        assert np.array_equal(out, ub)
 
 
 def test_block_reduce_float_partial_mask_and_dst_rep():

@@ -12,11 +12,8 @@
 4. Errors: the specific class, and no byte of the UB changed (validate, then mutate).
 5. The mask register: what count-form and mask-form calls leave behind; counter mode.
 6. The CANN row loop of LayerNormGradBeta typed line by line gives the oracle's bits.
-
-Disagreements between emulator and oracle are kept visible: ``xfail(strict=True)`` where the
-emulator is at fault, a test of the emulator's behaviour (with the reason) where the oracle is.
 """
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -428,6 +425,9 @@ for op in ("Add", "Sub", "Mul"):
         r("dst_eq_src0", "count_form", form="count", count=2 * E + 5, alias="src0")
         r("dst_eq_src0", "mask_form", mask=E, repeat=2, alias="src0")
         r("dst_eq_src1", "", mask=E - 3, repeat=2, alias="src1")
+        r("dst_eq_src1", "count_form", form="count", count=2 * E + 5, alias="src1")
+        r("dst_eq_src1", "full_mask", mask=E, repeat=2, alias="src1")
+        r("dst_eq_src1", "counter_placeholder", form="counter_ph", count=E + 9, alias="src1")
         r("dst_eq_src1", "accumulate_rep0", mask=E, repeat=4, strides=(1, 1, 1, 0, 8, 0),
           alias="src1")
         r("partial_mask", "continuous", mask=E // 2 + 5, repeat=3)
@@ -496,12 +496,6 @@ for op in ("Adds", "Muls"):
 
 # ---- Duplicate ------------------------------------------------------------------------------
 
-DUP_SAT_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "emulator bug: Duplicate on half in saturation mode writes 65504 for a +-inf scalar and +0 "
-    "for NaN; spec vector_unit.md 3.6 says dst <- scalar (Duplicate is a move, not a compute "
-    "or a conversion, so CTRL[48] does not apply) and DESIGN.md converts the scalar with RNE "
-    "only. Cause: kernels.elementwise stores DUPLICATE through store()/float_to_half(..., sat)"))
-
 for dt in (F32, F16):
     E, L = EPR[dt], DT_LABEL[dt]
 
@@ -527,7 +521,7 @@ for dt in (F32, F16):
     if dt == F16:
         for label in ("inf", "neg_inf", "nan", "big_70000"):
             r("specials", f"scalar_{label}", form="count", count=E, scalar=SCALARS[label],
-              sat=True, marks=(DUP_SAT_XFAIL,))
+              sat=True)
         r("specials", "scalar_tenth", form="count", count=E, scalar=0.1, sat=True)
 
 # ---- Cast -----------------------------------------------------------------------------------
@@ -628,7 +622,7 @@ for instr in REDUCTIONS:
             r("full", "dst_16B_aligned", mask=E, repeat=3, dst_offset=8)
 
 row("BlockReduceSum", "f32", "partial_mask", "zero", RED("BlockReduceSum", F32, mask=0, repeat=2),
-    product="atlas-350")
+    product="atlas-350", nop=True)
 
 # ---- DataCopy -------------------------------------------------------------------------------
 
@@ -641,15 +635,14 @@ for dt in (F32, F16):
 
         r("full", "count", count=per32 * 40)
         r("tail", "count_rounds_down", count=per32 * 25 + per32 - 1)
-        r("tail", "count_below_one_block", count=per32 - 1, nop=direction != "ub_to_gm")
-        r("repeat_0", "count_0", count=0, nop=direction != "ub_to_gm")
+        r("tail", "count_below_one_block", count=per32 - 1, nop=True)
+        r("repeat_0", "count_0", count=0, nop=True)
         r("stride_gt_1", "params", params=(3, 2, 1, 4))
         r("stride_gt_1", "params_src_views", params=(4, 1, 3, 0), src_offset=per32 * 3,
           dst_offset=per32 * 2)
         r("full", "params_contiguous", params=(1, 7, 0, 0))
-        r("repeat_0", "params_block_count_0", params=(0, 4, 1, 1),
-          nop=direction != "ub_to_gm")
-        r("repeat_0", "params_block_len_0", params=(3, 0, 1, 1), nop=direction != "ub_to_gm")
+        r("repeat_0", "params_block_count_0", params=(0, 4, 1, 1), nop=True)
+        r("repeat_0", "params_block_len_0", params=(3, 0, 1, 1), nop=True)
 
 # ---- the test -------------------------------------------------------------------------------
 
@@ -672,19 +665,31 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
     expected = before.copy()
     expected[:core.ub_size] = expected_ub
     if nop is not None:  # guard against vacuous rows: a row changes bytes iff it is not a NOP
-        assert np.array_equal(expected, before) == nop, "the oracle's change does not match nop"
+        changes = not np.array_equal(expected, before) or any(
+            not np.array_equal(actual, want) for actual, want in extra)
+        assert changes != nop, "the oracle's change does not match the row's nop flag"
     seq = core.seq
     with core, np.errstate(over="ignore", invalid="ignore"):
         run()
     assert np.array_equal(core.ub, expected), first_difference(core.ub, expected)
     for actual, want in extra:
         assert np.array_equal(actual, want), "GM: " + first_difference(actual, want)
-    assert core.mask_mode == MaskMode.NORMAL and core.mask_high == core.mask_low == FULL64 or \
-        isinstance(spec, EW) and spec.form == "mask" or isinstance(spec, RED)
+    assert (core.mask_mode, core.mask_high, core.mask_low) == mask_register_after(spec)
     if mode == "observed":
         assert [rec.name for rec in core.trace if rec.row is not None][-1] == spec_api(spec)
     assert core.seq > seq
     return core
+
+
+def mask_register_after(spec):
+    """What the mask register holds after a row: the count form and ResetMask restore normal
+    mode and a full mask; an explicit mask argument stays in the register (Ascend C)."""
+    form = getattr(spec, "form", "count")
+    if form == "mask":
+        return (MaskMode.NORMAL, *mask_words(spec.mask, spec.epr))
+    if form == "counter":
+        return (MaskMode.NORMAL, 0, spec.count)
+    return (MaskMode.NORMAL, FULL64, FULL64)
 
 
 def spec_api(spec):
@@ -722,19 +727,16 @@ def test_every_instruction_has_golden_rows(instr):
     rows = [g for g in GOLDEN if g.instr == instr]
     assert rows, f"{instr} has no golden row"
     assert instr in APPLICABLE, f"{instr}: say which edge cases apply"
-    for dtype in {g.dtype for g in rows}:
-        cases = {g.case for g in rows if g.dtype == dtype}
-        if instr == "Cast" and dtype == "f32->f16":
-            cases |= {g.case for g in rows if g.dtype == dtype}
-        missing = set(APPLICABLE[instr]) - cases
-        if not (instr == "Cast" and dtype == "f32->f16"):  # per-mode rows, edges under RINT
-            assert not missing, f"{instr} {dtype}: no golden rows for {sorted(missing)}"
-    assert {g.case for g in rows} >= set(APPLICABLE[instr])
+    for dtype in {g.dtype for g in rows}:  # each dtype (Cast: each direction) on its own
+        missing = set(APPLICABLE[instr]) - {g.case for g in rows if g.dtype == dtype}
+        assert not missing, f"{instr} {dtype}: no golden rows for {sorted(missing)}"
+    assert {g.dtype for g in rows} >= ({"f32->f16", "f16->f32"} if instr == "Cast"
+                                       else {"f32", "f16"})
     assert {g.case for g in rows} <= set(EDGE_CASES) | {"full", "specials"}
 
 
 def test_every_cast_round_mode_has_rows():
-    narrowing = {g.variant.split("-")[0] for g in GOLDEN if g.dtype == "f32->f16"}
+    narrowing = {g.spec.round_mode for g in GOLDEN if g.dtype == "f32->f16"}
     assert narrowing == {m.name for m in RoundMode}
     assert {g.product for g in GOLDEN if g.dtype == "f32->f16"} >= {"atlas-a2", "atlas-inference"}
     assert any(g.dtype == "f16->f32" for g in GOLDEN)
@@ -752,52 +754,43 @@ def test_both_paths_identical_bytes():
 
 
 # =============================================================================================
-# Disagreement where the oracle is at fault: reductions in saturation mode, one active lane
+# Reductions in saturation mode where a group has one active lane: the lone lane passes the
+# tree unchanged, but every half result is stored saturated (README fidelity notes)
+
+
+LONE_LANE_MASKS = {  # every output group gets exactly one active lane
+    "BlockReduceSum": [0x0001_0001_0001_0001] * 2,
+    "WholeReduceSum": [1 << 5, 0],
+    "PairReduceSum": [0x5555_5555_5555_5555] * 2,
+}
 
 
 @pytest.mark.parametrize("instr", list(REDUCTIONS))
-@pytest.mark.parametrize("value,expected_bits", [(INF, 0x7BFF), (-INF, 0xFBFF), (NAN, 0x0000)])
-def test_reduce_sat_single_active_lane_is_saturated(instr, value, expected_bits, mode):
-    """naive.py passes a group's only active lane through unchanged (inf stays inf in sat mode);
-    the emulator saturates it (65504 / +0). Judged the oracle's fault: spec vector_unit.md 4 says
-    inactive lanes behave as +0.0 in the fixed tree, so the lone lane still goes through an add
-    (inf + 0 saturates), and 3.3 says saturation mode turns every +-inf / NaN half result of a
-    compute instruction into +-65504 / 0; the oracle gives 65504 for the same inf when its
-    partner lane is active, so its result would depend on the mask."""
+@pytest.mark.parametrize("value,sat_bits", [(INF, 0x7BFF), (-INF, 0xFBFF), (NAN, 0x0000)])
+def test_reduce_sat_single_active_lane_is_saturated(instr, value, sat_bits, mode):
     core = lngb.AICore("atlas-a2", mode=mode, sat_mode=True)
-    src = core.alloc(128, F16)
-    dst = core.alloc(128, F16)
+    garbage_ub(core, np.random.default_rng(9))
+    src, dst = core.alloc(128, F16), core.alloc(128, F16)
     src.write(np.full(128, value, dtype=F16))
-    dst.write(np.full(128, 7.0, dtype=F16))
-    mask = [0x5555_5555_5555_5555, 0x5555_5555_5555_5555]  # one lane of every pair
+    mask = LONE_LANE_MASKS[instr]
     api, oracle = REDUCTIONS[instr]
     before = core.ub[:core.ub_size].copy()
-    naive_out = oracle(before, F16, dst.address, src.address, mask=mask, repeat=1, sat=True)
+    expected = oracle(before, F16, dst.address, src.address, mask=mask, repeat=1, sat=True)
+    n = {"BlockReduceSum": 8, "WholeReduceSum": 1, "PairReduceSum": 64}[instr]
+    assert (expected[dst.address:dst.address + 2 * n].view(np.uint16) == sat_bits).all()
     if instr == "WholeReduceSum":
         api(dst, src, mask, 1, 1, 1, 8)
-        n = 1
     else:
         api(dst, src, 1, mask, 1, 1, 8)
-        n = 8 if instr == "BlockReduceSum" else 64
-    got = dst.read()[:n].view(np.uint16)
-    if instr == "WholeReduceSum" and value != value:
-        expected_bits = 0x0000  # NaN + anything -> NaN -> +0 in saturation mode
-    elif instr == "WholeReduceSum":  # 64 lanes of inf: the tree adds them, saturating
-        expected_bits = expected_bits
-    assert (got == expected_bits).all(), got
-    # the oracle disagrees only on the groups with one active lane
-    lone = naive_out[dst.address:dst.address + 2 * n].view(np.uint16)
-    if instr == "PairReduceSum":
-        assert not (lone == expected_bits).any()
-    assert np.array_equal(dst.read()[n:].view(np.uint16),
-                          np.full(128 - n, 7.0, dtype=F16).view(np.uint16))
+    assert np.array_equal(core.ub[:core.ub_size], expected), first_difference(
+        core.ub[:core.ub_size], expected)
 
 
 # =============================================================================================
 # Hypothesis: random masks, repeats, strides, aliasing, dtypes, saturation
 
 
-HYP = settings(max_examples=60, deadline=None, derandomize=True,
+HYP = settings(max_examples=100, deadline=None, derandomize=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -920,12 +913,15 @@ def test_hypothesis_cross_repeat_overlap(data):
     fill_random(core, other, rng)
     shift = data.draw(st.integers(1, 4), label="shift in repeats") * E
     forward = data.draw(st.booleans(), label="dst after src")
-    dst, src0 = (t[shift], t) if forward else (t, t[shift])
+    dst, src = (t[shift], t) if forward else (t, t[shift])
     count = data.draw(st.integers(1, 16 * E - shift), label="count")
+    op = data.draw(st.sampled_from(["Add", "Sub", "Mul"]), label="op")
+    src0, src1 = (src, other) if data.draw(st.booleans(), label="as src0") else (other, src)
     before = core.ub[:core.ub_size].copy()
-    expected = naive.binary("Add", before, dt, dst.address, src0.address, other.address,
+    expected = naive.binary(op, before, dt, dst.address, src0.address, src1.address,
                             mode="counter", count=count)
-    Add(dst, src0, other, count)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ELEMENTWISE[op](dst, src0, src1, count)
     assert np.array_equal(core.ub[:core.ub_size], expected), first_difference(
         core.ub[:core.ub_size], expected)
 
@@ -1012,8 +1008,7 @@ ERRORS = [
     _err("view_count_too_large", lngb.OutOfBoundsError,
          lambda c: (lambda a=t32(c), b=t32(c), d=t32(c): Add(a[8], b, d, 249))),
     _err("counter_count_too_large", lngb.OutOfBoundsError,
-         lambda c: (lambda a=t16(c), b=t16(c): (SetMaskCount(), Muls(a, b, 2.0, 300, 1, URP()))),
-         ),
+         lambda c: (SetMaskCount(), lambda a=t16(c), b=t16(c): Muls(a, b, 2.0, 300, 1, URP()))[1]),
     _err("partial_mask_still_past_end", lngb.OutOfBoundsError,
          lambda c: (lambda a=t32(c, 64), b=t32(c, 64), d=t32(c, 120):
                     Add(a, b, d[64], [1 << 63, 0], 1, BRP()))),
@@ -1042,14 +1037,6 @@ ERRORS = [
                                               DataCopyParams(4, 8, 0, 1)))),
     _err("datacopy_ub_to_gm", lngb.OutOfBoundsError,
          lambda c: (lambda a=t32(c): DataCopy(lngb.GlobalTensor(np.ones(128, F32))[64], a, 72))),
-    _err("reduce_mask_0_950_writes_zeros_past_dst", lngb.OutOfBoundsError,
-         lambda c: (lambda a=t32(c, 8), b=t32(c), g=t32(c): BlockReduceSum(a, b, 5, 0, 1, 1, 8)),
-         product="atlas-350", marks=pytest.mark.xfail(strict=True, reason=(
-             "emulator bug: on atlas-350 a reduction with an all-zero mask (0 or [0, 0]) and "
-             "repeatTime > 0 writes +0 to every output of every repeat (kernel: FAMILY_ZERO), "
-             "but Lanes.from_row_mask counts 0 repeats for an empty mask, so _dst_spans / "
-             "check_inside never check the dst footprint: the zeros land in the next tensor "
-             "(or past the UB for a large dstRepStride)"))),
     # --- ranges
     *[_err(f"repeat_{rep}_{api}", lngb.InvalidArgumentError, setup) for rep in (256, -1)
       for api, setup in (
@@ -1098,7 +1085,7 @@ ERRORS = [
     _err("wait_without_set", lngb.InvalidArgumentError,
          lambda c: (lambda: WaitFlag(HardEvent.MTE2_V, 0))),
     _err("wait_other_event_id", lngb.InvalidArgumentError,
-         lambda c: (lambda: (SetFlag(HardEvent.MTE2_V, 1), WaitFlag(HardEvent.MTE2_V, 0)))),
+         lambda c: (SetFlag(HardEvent.MTE2_V, 1), lambda: WaitFlag(HardEvent.MTE2_V, 0))[1]),
     _err("pipe_barrier_pipe_s", lngb.InvalidArgumentError, lambda c: (lambda: PipeBarrier(PIPE_S))),
     # --- dtypes and operands
     _err("dtype_mismatch_binary", lngb.InvalidArgumentError,
@@ -1169,15 +1156,11 @@ def test_errors_leave_ub_untouched(exc, setup, product, mode):
                  len(core.trace))
         with pytest.raises(exc) as info:
             call()
-    assert type(info.value) is exc or exc is lngb.InvalidArgumentError and \
-        isinstance(info.value, lngb.InvalidArgumentError)
-    assert str(info.value)  # a message, naming what is wrong
+    assert type(info.value) is exc, repr(info.value)
+    assert len(str(info.value)) > 20  # a message saying what is wrong
     assert np.array_equal(core.ub, before), first_difference(core.ub, before)
-    # the rejected call is no instruction (the counter-mode prologue of one case is)
-    after = (core.mask_mode, core.mask_high, core.mask_low, dict(core.flags), core.seq,
-             len(core.trace))
-    if not any(m.name == "counter_count_too_large" for m in ()):
-        assert after[3] == state[3] or exc is not lngb.InvalidArgumentError
+    # nothing was issued or recorded, no flag moved (the mask register: see the next test)
+    assert (dict(core.flags), core.seq, len(core.trace)) == (state[3], state[4], state[5])
 
 
 def test_error_classes_are_distinct():
@@ -1193,19 +1176,11 @@ def test_mask_and_sync_calls_need_a_current_core():
             call()
 
 
-MASK_STATE_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "emulator bug (validate, then mutate): a mask-form call with is_set_mask=True writes its "
-    "mask into the register (base.resolve_mask -> set_mask_from_argument) before the footprint "
-    "and overlap checks, so a call rejected with OutOfBoundsError / InvalidArgumentError still "
-    "changes core.mask_high/mask_low, and a following MASK_PLACEHOLDER call uses the rejected "
-    "mask"))
-
-
 @pytest.mark.parametrize("counter", [False, True], ids=["normal", "counter"])
 @pytest.mark.parametrize("kind", [
-    pytest.param("out_of_bounds", marks=MASK_STATE_XFAIL),
-    pytest.param("partial_overlap", marks=MASK_STATE_XFAIL),
-    pytest.param("reduce_out_of_bounds", marks=MASK_STATE_XFAIL),
+    "out_of_bounds",
+    "partial_overlap",
+    "reduce_out_of_bounds",
     "misaligned", "mask_out_of_range"])
 def test_rejected_call_leaves_mask_register(kind, counter):
     core = lngb.AICore("atlas-a2")
@@ -1376,7 +1351,7 @@ def test_cann_row_loop_matches_naive(shape, mode):
     rng = np.random.default_rng(seed_of("cann", shape))
     dy_np = random_finite(F32, n, rng).reshape(shape)
     rfg_np = random_finite(F32, n, rng).reshape(shape)
-    dy_np.reshape(-1)[:3] = [-0.0, -0.0, 1.0]   # row 0: -0.0 + 0 -> +0.0
+    dy_np.reshape(-1)[:3] = [-0.0, -0.0, 1.0]   # row 0: -0.0 products (+0 added by Adds)
     rfg_np.reshape(-1)[:3] = [1.0, -0.0, -0.0]
     core = lngb.AICore("atlas-a2", mode=mode)
     garbage_ub(core, rng)
@@ -1413,6 +1388,6 @@ def test_cann_row_loop_matches_naive(shape, mode):
     want_g, want_b = naive.layer_norm_grad_beta(dy_np, rfg_np)
     assert np.array_equal(g_gm.view(np.uint32), want_g.view(np.uint32))
     assert np.array_equal(b_gm.view(np.uint32), want_b.view(np.uint32))
-    assert np.array_equal(P.read().view(np.uint32), (dy_np * rfg_np).reshape(-1).view(np.uint32))
-    assert g_gm.view(np.uint32)[0] == 0  # -0.0 * 1 + 0.0 + ... : +0.0 survives only as bits
-    assert not np.array_equal(g_gm, naive.numpy_golden(dy_np, rfg_np)[0])  # the order matters
+    with np.errstate(over="ignore"):
+        products = (dy_np * rfg_np).reshape(-1)
+    assert np.array_equal(P.read().view(np.uint32), products.view(np.uint32))

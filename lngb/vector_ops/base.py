@@ -20,36 +20,36 @@ def continuous_mask_bits(length, epr):
     return 0, (1 << length) - 1
 
 
-def set_mask_from_argument(api, core, mask, epr):
-    """An instruction's mask argument (is_set_mask=True) is written to the register, as Ascend C."""
+def mask_from_argument(api, core, mask, epr):
+    """The register value (high, low) an instruction's mask argument sets, as Ascend C."""
     if core.mask_mode == MaskMode.COUNTER:
         count = mask[0] if isinstance(mask, (list, tuple)) else mask
-        core.mask_high, core.mask_low = 0, check_range(api, "mask (counter-mode count)", count,
-                                                       0, UINT32_MAX)
-    elif isinstance(mask, (list, tuple, np.ndarray)):
+        return 0, check_range(api, "mask (counter-mode count)", count, 0, UINT32_MAX)
+    if isinstance(mask, (list, tuple, np.ndarray)):
         if len(mask) != 2:
             raise InvalidArgumentError(f"{api}: a bitwise mask is [mask0, mask1], got {len(mask)} words")
         low = check_range(api, "mask[0]", mask[0], 0, UINT64_MAX)
         high = check_range(api, "mask[1]", mask[1], 0, UINT64_MAX if epr == 128 else 0)
-        core.mask_high, core.mask_low = high, low
-    else:
-        length = check_range(api, "mask", mask, 0, epr)
-        core.mask_high, core.mask_low = continuous_mask_bits(length, epr)
+        return high, low
+    return continuous_mask_bits(check_range(api, "mask", mask, 0, epr), epr)
 
 
 def resolve_mask(api, core, mask, is_set_mask, epr):
-    """-> (counter, word0, word1) for the row, from the argument or the register as set."""
+    """-> (counter, word0, word1, register): the row's mask words and the (high, low) register
+    value the call leaves behind. The caller writes the register once every check has passed."""
     if is_set_mask:
         if mask is MASK_PLACEHOLDER:
             raise InvalidArgumentError(
                 f"{api}: MASK_PLACEHOLDER needs is_set_mask=False (use the mask register as set)")
-        set_mask_from_argument(api, core, mask, epr)
+        high, low = mask_from_argument(api, core, mask, epr)
     elif mask is not MASK_PLACEHOLDER:
         raise InvalidArgumentError(
             f"{api}: with is_set_mask=False the mask argument must be MASK_PLACEHOLDER")
+    else:
+        high, low = core.mask_high, core.mask_low
     if core.mask_mode == MaskMode.COUNTER:
-        return 1, check_range(api, "counter-mode mask count", core.mask_low, 0, UINT32_MAX), 0
-    return 0, core.mask_low, core.mask_high if epr == 128 else 0
+        return 1, check_range(api, "counter-mode mask count", low, 0, UINT32_MAX), 0, (high, low)
+    return 0, low, high if epr == 128 else 0, (high, low)
 
 
 class Operand:
@@ -72,10 +72,10 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         if not is_set_mask:
             raise InvalidArgumentError(f"{api}: the count form always sets the mask itself")
         counter, word0, word1 = 1, check_range(api, "count", mask, 0, UINT32_MAX), 0
-        repeat = 1
+        repeat, register = 1, (FULL, FULL)  # the count form leaves normal mode and a full mask
     else:
         repeat = check_range(api, "repeatTime", repeat, 0, 255)
-        counter, word0, word1 = resolve_mask(api, core, mask, is_set_mask, epr)
+        counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     for operand in (dst, *sources):
         operand.extent = footprint(operand.tensor.address, operand.tensor.dtype.itemsize,
@@ -92,16 +92,18 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         counter, as_int64(word0), as_int64(word1), repeat,
         dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
         round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0), dtype=np.int64)
+    if count_form:
+        core.mask_mode = MaskMode.NORMAL
+    core.mask_high, core.mask_low = register
     core.issue(api, Pipe.PIPE_V, row, (dst, *sources), lanes)
-    if count_form:  # the count form restores normal mode and a full mask (A2/A3 implementation)
-        core.mask_mode, core.mask_high, core.mask_low = MaskMode.NORMAL, FULL, FULL
 
 
 def scalar_bits(value, dtype):
-    """The scalar converted to the tensor's dtype (RNE), as its bit pattern."""
-    if dtype == np.float32:
-        return int(np.array(value, dtype=np.float32).view(np.uint32))
-    return int(np.array(value, dtype=np.float16).view(np.uint16))
+    """The scalar converted to the tensor's dtype (RNE; out of range -> inf), as its bits."""
+    with np.errstate(over="ignore"):
+        if dtype == np.float32:
+            return int(np.array(value, dtype=np.float32).view(np.uint32))
+        return int(np.array(value, dtype=np.float16).view(np.uint16))
 
 
 def check_float(api, *named_tensors, same=True):

@@ -72,7 +72,8 @@ def elementwise(f32, u16, row):
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(dsize, ssize)
     s = scalar_value(row)
-    round_mode, sat = row[ROUND], row[SAT] != 0
+    round_mode = row[ROUND]
+    sat = row[SAT] != 0 and op != DUPLICATE  # Duplicate moves the scalar's bits unchanged
     n = flat_count(row, epr)
     binary = op == ADD or op == SUB or op == MUL
     if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)

@@ -67,7 +67,7 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     s = Operand("src", src, check_range(api, "srcBlkStride", srcBlkStride, 0, 65535),
                 check_range(api, "srcRepStride", srcRepStride, 0, 255))
     epr = 256 // size
-    counter, word0, word1 = resolve_mask(api, core, mask, is_set_mask, epr)
+    counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     family = FAMILY_ZERO if core.product.kernel_path == "regbase" else FAMILY_KEEP
     check_inside(api, "src", src, footprint(src.address, size, s.blk, s.rep, lanes))
@@ -83,6 +83,7 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     row[SRC0], row[SRC0_BLK], row[SRC0_REP] = src.address, s.blk, s.rep
     row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
     row[REPEAT], row[SAT], row[FAMILY] = repeat, core.sat_mode, family
+    core.mask_high, core.mask_low = register
     core.issue(api, Pipe.PIPE_V, row, (Operand("dst", dst, 1, dst_rep), s), lanes)
 
 

@@ -17,6 +17,8 @@ def repeat_count(row, epr):
     """Repeats executed: repeatTime in normal mode, ceil(count / epr) in counter mode."""
     if row[COUNTER] != 0:
         return (row[MASK0] + epr - 1) // epr
+    if row[MASK0] == 0 and row[MASK1] == 0:
+        return 0  # no lane set: the instruction is a no-op
     return row[REPEAT]
 
 
