@@ -174,7 +174,7 @@ class AICore:
         """Run `body()`; in fast mode a later call with the same `key` replays its rows instead.
 
         `key` must determine the instruction stream; the core's product, saturation mode,
-        allocator and mask state are added to it here. `gms` lists the GM byte arrays the
+        allocator, mask register and event flags are added to it here. `gms` lists the GM byte arrays the
         DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays in the same order.
         """
         gms = tuple(gms) + NO_GMS[len(gms):]
@@ -182,7 +182,8 @@ class AICore:
             body()
             return
         full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
-                    self.mask_high, self.mask_low, self.allocated)
+                    self.mask_high, self.mask_low, self.allocated,
+                    tuple(sorted(self.flags.items(), key=repr)))
         program = _PROGRAMS.get(full_key)
         if program is None:
             program = self._record(body, gms)
