@@ -18,7 +18,9 @@ def _common_options(parser):
     parser.add_argument("--stack-buffer-size", type=int, default=None,
                         help="temp buffer bytes (default: the largest that fits, capped at max)")
     parser.add_argument("--reuse-source", action="store_true", help="isReuseSource=true")
-    parser.add_argument("--reuse-buffer", default="input_dy", choices=["input_dy", "res_for_gamma"])
+    parser.add_argument("--reuse-buffer", default="input_dy", choices=["input_dy", "res_for_gamma"],
+                        help="with --reuse-source: where the products go (default input_dy; "
+                             "res_for_gamma = CANN's kernel)")
 
 
 def _tiling_line(t):
@@ -43,21 +45,28 @@ def demo(args):
     return 0 if ok else 1
 
 
-def _read_bin(path, shape, dtype):
-    data = np.fromfile(path, dtype=dtype)
-    if data.size != int(np.prod(shape)):
-        raise LngbError(f"{path}: {data.size} {np.dtype(dtype).name} values, shape {shape} needs "
-                        f"{int(np.prod(shape))}")
-    return data.reshape(shape)
+def _read_bin(what, path, shape, dtype):
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = pathlib.Path(path).stat().st_size
+    if size != nbytes:
+        raise LngbError(f"{what} file {path} has {size} bytes; shape {shape} of "
+                        f"{np.dtype(dtype).name} needs {nbytes}")
+    return np.fromfile(path, dtype=dtype).reshape(shape)
 
 
 def run(args):
     dtype = DTYPES[args.dtype]
-    shape = tuple(int(d) for d in args.shape.split(","))
+    try:
+        shape = tuple(int(d) for d in args.shape.split(","))
+    except ValueError:
+        shape = ()
     if len(shape) != 3:
-        raise LngbError(f"--shape takes B,S,H, got {args.shape!r}")
-    dy = _read_bin(args.dy, shape, dtype)
-    rfg = _read_bin(args.res_for_gamma, shape, dtype)
+        raise LngbError(f"--shape takes B,S,H (e.g. 4,8,512), got {args.shape!r}")
+    dy = _read_bin("inputDy", args.dy, shape, dtype)
+    rfg = _read_bin("resForGamma", args.res_for_gamma, shape, dtype)
+    goldens = {name: _read_bin(f"golden {name}", path, (shape[2],), dtype)
+               for name, path in (("pdGamma", args.golden_gamma), ("pdBeta", args.golden_beta))
+               if path}
     result = emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
                      is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
     out = pathlib.Path(args.out_dir)
@@ -70,13 +79,12 @@ def run(args):
     print(f"wrote {out / 'output_pd_gamma.bin'} and {out / 'output_pd_beta.bin'} "
           f"({shape[2]} x {np.dtype(dtype).name} each)")
     status = 0
-    for name, golden, got in (("pdGamma", args.golden_gamma, result.pd_gamma),
-                              ("pdBeta", args.golden_beta, result.pd_beta)):
-        if golden:
-            ref = _read_bin(golden, (shape[2],), dtype)
+    for name, got in (("pdGamma", result.pd_gamma), ("pdBeta", result.pd_beta)):
+        if name in goldens:
+            ref = goldens[name]
             same = np.array_equal(ref.view(np.uint8), got.view(np.uint8))
             diff = np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64)))
-            print(f"{name} vs {golden}: {'bit-identical' if same else 'differs'}, "
+            print(f"{name} vs golden: {'bit-identical' if same else 'differs'}, "
                   f"max abs diff {diff:.6g}")
             status |= 0 if same else 1
     return status
@@ -92,8 +100,10 @@ def main(argv=None):
     p.add_argument("--dy", required=True, help="inputDy .bin file")
     p.add_argument("--res-for-gamma", required=True, help="resForGamma .bin file")
     p.add_argument("--shape", required=True, help="B,S,H")
-    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
-    p.add_argument("--out-dir", default="output")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES),
+                   help="element type of the .bin files (default float32)")
+    p.add_argument("--out-dir", default="output",
+                   help="where output_pd_gamma.bin and output_pd_beta.bin go (default ./output)")
     p.add_argument("--golden-gamma", help="optional golden pdGamma .bin to compare with")
     p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with")
     _common_options(p)

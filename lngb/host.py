@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core import AICore
-from .errors import CapacityError, InvalidArgumentError, TilingError
+from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError
 from .operator import LayerNormGradBeta
-from .products import get_product
+from .products import PRODUCTS, get_product
 from .tensor import GlobalTensor
 from .tiling import (GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo,
                      LayerNormGradBetaTiling)
@@ -58,6 +58,12 @@ def _check_inputs(input_dy, res_for_gamma):
         raise InvalidArgumentError(
             f"emulate: input_dy {input_dy.shape} {input_dy.dtype} and res_for_gamma "
             f"{res_for_gamma.shape} {res_for_gamma.dtype} must match")
+    h, itemsize = input_dy.shape[2], input_dy.dtype.itemsize
+    if h * itemsize % 32:
+        raise AlignmentError(
+            f"emulate: a row of H = {h} {input_dy.dtype} elements is {h * itemsize} bytes; "
+            f"LayerNormGradBeta needs whole 32-byte blocks (H a multiple of {32 // itemsize}): "
+            "pad H with zeros, as the API's documentation asks")
 
 
 def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None, reserved_bytes=None):
@@ -72,13 +78,20 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None, rese
     free = (capacity - tensors) // 32 * 32
     max_size, min_size = GetLayerNormGradBetaMaxMinTmpSize(shape, itemsize, False)
     if free < min_size:
+        bigger = [p.name for p in PRODUCTS.values() if p.usable_ub > capacity
+                  and p.usable_ub - tensors >= min_size]
         raise CapacityError(
             f"emulate: [{b}, {s}, {h}] {np.dtype(dtype).name} needs {tensors} bytes of UB for "
             f"the tensors plus at least {min_size} of temp buffer = {tensors + min_size} bytes, "
-            f"but {product.name} has {capacity} allocatable UB bytes; shapes larger than one UB "
-            f"are for lngb.emulate_operator (the multi-core operator over GM)")
+            f"but {product.name} has {capacity} allocatable UB bytes. "
+            + (f"It fits on {', '.join(bigger)}. " if bigger else "")
+            + "Shapes larger than one UB are for lngb.emulate_operator, the multi-core operator "
+            "over GM, which is not built yet")
     if stack_buffer_size is None:
         return min(max_size, free)
+    if isinstance(stack_buffer_size, bool) or not isinstance(stack_buffer_size, (int, np.integer)):
+        raise InvalidArgumentError(f"emulate: stack_buffer_size must be an integer number of "
+                                   f"bytes, got {stack_buffer_size!r}")
     size = int(stack_buffer_size)
     if size < min_size:
         raise TilingError(f"emulate: stack_buffer_size {size} is below the minimum {min_size} "

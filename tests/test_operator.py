@@ -282,6 +282,17 @@ def test_emulate_capacity_and_tiling_errors():
         lngb.emulate(x.reshape(8, 8), x.reshape(8, 8))
     with pytest.raises(NotImplementedError, match="multi-core"):
         lngb.emulate_operator(x, x)
+    with pytest.raises(AlignmentError, match="multiple of 8"):
+        lngb.emulate(np.zeros((1, 8, 12), np.float32), np.zeros((1, 8, 12), np.float32))
+    with pytest.raises(AlignmentError, match="multiple of 16"):
+        lngb.emulate(np.zeros((1, 8, 8), np.float16), np.zeros((1, 8, 8), np.float16))
+    fits_on_bigger_ub = np.zeros((1, 200, 128), np.float32)
+    with pytest.raises(CapacityError, match="It fits on atlas-inference, atlas-350"):
+        lngb.emulate(fits_on_bigger_ub, fits_on_bigger_ub)
+    with pytest.raises(InvalidArgumentError, match="integer number of bytes"):
+        lngb.emulate(x, x, stack_buffer_size=64.0)
+    with pytest.raises(InvalidArgumentError, match="sat_mode"):
+        lngb.emulate(x, x, sat_mode="bogus")
 
 
 def test_products():

@@ -12,7 +12,7 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_command():
     first_block = re.search(r"```\n(.*?)```", README, re.S).group(1).strip().splitlines()
-    assert first_block == ['pip install . && lngb demo', 'pip install -e ".[test]" && pytest']
+    assert first_block == ['pip install -e . && lngb demo', 'pip install -e ".[test]" && pytest']
     assert README.index("```") < README.index("\n## ")
     assert first_block[1] in (ROOT / ".ci" / "run").read_text()
 
@@ -72,4 +72,6 @@ def test_run_command_reports_bad_input(tmp_path, capsys):
     np.zeros(10, np.float32).tofile(tmp_path / "dy.bin")
     assert main(["run", "--dy", str(tmp_path / "dy.bin"), "--res-for-gamma",
                  str(tmp_path / "dy.bin"), "--shape", "1,8,8"]) == 2
-    assert "needs 64" in capsys.readouterr().err
+    assert "needs 256" in capsys.readouterr().err
+    assert main(["run", "--dy", "x", "--res-for-gamma", "x", "--shape", "4x8x512"]) == 2
+    assert "B,S,H" in capsys.readouterr().err
