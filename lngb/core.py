@@ -1,4 +1,6 @@
 """The emulated AI Core: UB bytes, mask register, event flags, allocator, instruction hook point."""
+import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +34,23 @@ class TraceRecord:
 
 @dataclass
 class Program:
-    """A recorded instruction stream and the core state it leaves behind."""
+    """A recorded instruction stream, the core state it leaves behind, the sequence numbers it
+    uses, the GM buffer sizes it was recorded with and the warnings its body raised."""
     rows: np.ndarray
     end_state: dict
     events: int
+    gm_sizes: tuple
+    warnings: tuple
 
 
-_PROGRAMS = {}
+PROGRAM_CACHE_SIZE = 512
+_PROGRAMS = OrderedDict()
+
+
+def _remember(key, program):
+    _PROGRAMS[key] = program
+    if len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
+        _PROGRAMS.popitem(last=False)
 
 
 class AICore:
@@ -74,6 +86,8 @@ class AICore:
         self.seq = 0
         self.trace = []
         self._recording = None
+        self._recording_gms = NO_GMS
+        self._recorded_events = 0
 
     def __repr__(self):
         return (f"AICore({self.product.name!r}, mode={self.mode!r}, ub_size={self.ub_size}, "
@@ -131,20 +145,26 @@ class AICore:
 
     # --- the hook point: every instruction and event comes through here ----------------------
     def issue(self, api, pipe, row, operands, lanes, gm=None):
-        self.seq += 1
-        gms = NO_GMS
-        if gm is not None:
-            gms = (gm,) + NO_GMS[1:]
-            if self._recording is not None:
-                row[GM_SLOT] = self._gm_slot(gm)
-                gms = self._recording_gms
+        """Execute one validated instruction row (or, while recording, only append it).
+
+        `operands` and `lanes` describe the call for observers (trace, sanitizer, cost)."""
         if self._recording is not None:
+            if gm is not None:
+                row[GM_SLOT] = self._gm_slot(gm)
             self._recording.append(row)
-        execute(self.ub, gms, row.reshape(1, -1))
+            self._recorded_events += 1
+            return
+        self.seq += 1
+        if gm is not None and not gm.flags.writeable:
+            gm = gm.copy()  # a read-only source array: numba wants one array type for all GM
+        execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
         if self.mode != "fast":
             self.trace.append(TraceRecord(self.seq, pipe.name, api, row.copy()))
 
     def event(self, name, pipe="PIPE_S", **info):
+        if self._recording is not None:
+            self._recorded_events += 1
+            return
         self.seq += 1
         if self.mode != "fast":
             self.trace.append(TraceRecord(self.seq, pipe if isinstance(pipe, str) else pipe.name,
@@ -168,34 +188,53 @@ class AICore:
     def _host_write(self, tensor, nbytes):
         """Host writes are not instructions; hook point for the sanitizer's shadow memory."""
 
-    # --- fast path: record a configuration's instruction stream once, replay it after ----------
+    # --- validate a whole kernel body, then run it; in fast mode, replay it -------------------
     def _state(self):
         return dict(mask_mode=self.mask_mode, mask_high=self.mask_high, mask_low=self.mask_low,
                     allocated=self.allocated, flags=dict(self.flags))
 
-    def run_recorded(self, key, body, gms=()):
-        """Run `body()`; in fast mode a later call with the same `key` replays its rows instead.
+    def _set_state(self, state):
+        for name, value in state.items():
+            setattr(self, name, dict(value) if name == "flags" else value)
 
-        `key` must determine the instruction stream; the core's product, saturation mode,
-        allocator, mask register and event flags are added to it here. `gms` lists the GM byte arrays the
-        DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays in the same order.
+    def run_recorded(self, key, body, gms=()):
+        """Run a data-independent kernel `body()` all or nothing: every instruction is validated
+        (a dry run that records the rows) before the first one executes, so a rejected body
+        changes neither the UB nor the core's state.
+
+        In fast mode the recorded program is kept under `key` and later calls replay it with one
+        jitted call. `key` must determine the instruction stream; the product, saturation mode,
+        allocator, mask register and event flags are added here. `gms` lists the GM byte arrays
+        the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
+        sizes in the same order. Warnings the body raised are raised again on every call.
         """
-        gms = tuple(gms) + NO_GMS[len(gms):]
-        if self.mode != "fast" or self._recording is not None:
+        if self._recording is not None:  # part of an enclosing recording
             body()
             return
+        gms = tuple(gms) + NO_GMS[len(gms):]
+        start = self._state()
         full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
                     self.mask_high, self.mask_low, self.allocated,
                     tuple(sorted(self.flags.items(), key=repr)))
-        program = _PROGRAMS.get(full_key)
-        if program is None:
-            program = self._record(body, gms)
-            _PROGRAMS[full_key] = program
+        program = _PROGRAMS.get(full_key) if self.mode == "fast" else None
+        if program is not None:
+            _PROGRAMS.move_to_end(full_key)
+        else:
+            program = self._record(body, gms, start)
+            if self.mode == "fast":
+                _remember(full_key, program)
+        for message in program.warnings:
+            warnings.warn(message, stacklevel=3)
+        if self.mode != "fast":  # the observable run, instruction by instruction
+            self._set_state(start)
+            body()
             return
+        if tuple(g.size for g in gms) != program.gm_sizes:
+            raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
+                                       f"bytes, the program was recorded with {program.gm_sizes}")
         execute(self.ub, gms, program.rows)
         self.seq += program.events
-        for name, value in program.end_state.items():
-            setattr(self, name, dict(value) if name == "flags" else value)
+        self._set_state(program.end_state)
 
     def _gm_slot(self, gm):
         for slot, candidate in enumerate(self._recording_gms):
@@ -203,13 +242,25 @@ class AICore:
                 return slot
         raise InvalidArgumentError("run_recorded: a DataCopy used a GM buffer not passed in gms")
 
-    def _record(self, body, gms):
-        seq0 = self.seq
-        self._recording, self._recording_gms = [], gms
+    def _record(self, body, gms, start):
+        """The dry run: validate every instruction of `body` and collect its rows. On an error
+        the core's state is restored and the warnings raised so far are passed on."""
+        self._recording, self._recording_gms, self._recorded_events = [], gms, 0
+        error = None
         try:
-            body()
-            recorded = self._recording
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    body()
+                except Exception as exc:  # re-raised below, after the state is restored
+                    error = exc
         finally:
-            self._recording = None
-        rows = np.array(recorded, dtype=np.int64).reshape(-1, N_COLS)
-        return Program(rows, self._state(), self.seq - seq0)
+            rows, self._recording = self._recording, None
+        messages = tuple(w.message for w in caught)
+        if error is not None:
+            self._set_state(start)
+            for message in messages:
+                warnings.warn(message, stacklevel=4)
+            raise error
+        return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), self._state(),
+                       self._recorded_events, tuple(g.size for g in gms), messages)

@@ -8,9 +8,9 @@ import warnings
 
 import numpy as np
 
-from .errors import AlignmentError, InvalidArgumentError, LngbWarning
+from .errors import AlignmentError, InvalidArgumentError, LngbError, LngbWarning
 from .tensor import LocalTensor
-from .tiling import LayerNormGradBetaTiling
+from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
 from .vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                          Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode, SetMaskCount,
                          SetMaskNorm, SetVectorMask, UnaryRepeatParams)
@@ -35,40 +35,49 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
         shared_tmp, tiling = None, args[0]
     else:
         raise TypeError(f"{API} takes (outG, outB, resForGamma, inputDy[, sharedTmpBuffer], tiling)")
+    if not isinstance(inputDy, LocalTensor):
+        raise InvalidArgumentError(f"{API}: inputDy must be a LocalTensor")
     core = inputDy.core
     if shared_tmp is None:  # the framework-allocated overload: CANN's PopStackBuffer
         shared_tmp = core.pop_stack_buffer(np.uint8, "LCM")
     tensors = (("outputPdGamma", outputPdGamma), ("outputPdBeta", outputPdBeta),
                ("resForGamma", resForGamma), ("inputDy", inputDy),
                ("sharedTmpBuffer", shared_tmp))
-    _check(core, tensors, tiling, is_reuse_source, reuse_buffer)
-    dtype = inputDy.dtype
-    if is_reuse_source and dtype == F16:
-        warnings.warn(f"{API}: The parameter of isReuseSource is true, may not be effective. "
-                      "(half inputs ignore it)", LngbWarning, stacklevel=2)
-    reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
+    for name, t in tensors:
+        if not isinstance(t, LocalTensor) or t.core is not core:
+            raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
+    if not isinstance(tiling, LayerNormGradBetaTiling):
+        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
+
+    def kernel():
+        _check(core, tensors, tiling, reuse_buffer)
+        dtype = inputDy.dtype
+        if is_reuse_source and (dtype == F16 or core.product.kernel_path == "regbase"):
+            why = "half inputs ignore it" if dtype == F16 else "the Ascend 950 kernel ignores it"
+            warnings.warn(f"{API}: The parameter of isReuseSource is true, may not be effective "
+                          f"({why}).", LngbWarning)
+        reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
+        path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
+        path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
+             shared_tmp.ReinterpretCast(np.float32), tiling, reuse)
+
     key = (API, tuple((t.address, t.size, t.dtype.str, t.position) for _, t in tensors),
-           tiling.to_bytes(), reuse)
-    path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
+           tiling.to_bytes(), bool(is_reuse_source), reuse_buffer)
     with core:
-        core.run_recorded(key, lambda: path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
-                                            shared_tmp.ReinterpretCast(np.float32), tiling, reuse))
+        core.run_recorded(key, kernel)
 
 
 # --- checks (spec §4: the CPU-debug checks, plus everything an instruction would reject later) ---
 
-def _check(core, tensors, tiling, is_reuse_source, reuse_buffer):
-    if not isinstance(tiling, LayerNormGradBetaTiling):
-        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
+def _check(core, tensors, tiling, reuse_buffer):
+    """The CPU-debug checks of CANN; the instructions' own checks run in the same dry run."""
     if reuse_buffer not in REUSE_BUFFERS:
         raise InvalidArgumentError(f"{API}: reuse_buffer must be one of {REUSE_BUFFERS}")
     for name, t in tensors:
-        if not isinstance(t, LocalTensor) or t.core is not core:
-            raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on the same core")
         if t.position not in API_POSITIONS:
             raise InvalidArgumentError(
                 f"[{API}] Failed to check tensor position of {name}: {t.position} (supported: "
-                "VECIN/VECOUT/VECCALC)")
+                "VECIN/VECOUT/VECCALC; LCM is VECCALC)")
         if not 0 < t.nbytes < core.ub_size:
             raise InvalidArgumentError(f"[{API}] Failed to check tensor size of {name}: "
                                        f"{t.nbytes} bytes")
@@ -99,6 +108,9 @@ def _check(core, tensors, tiling, is_reuse_source, reuse_buffer):
             f"({tiling.stackBufferSize}) does not hold: the temp buffer has {tmp.size} bytes, the "
             f"tiling was computed for {4 * tiling.stackBufferSize}")
     h = tiling.hLength
+    if h == 0:
+        raise InvalidArgumentError(f"{API}: tiling.hLength is 0; compute the tiling with "
+                                   "GetLayerNormGradBetaNDTilingInfo")
     if tiling.originalHLength != h:
         raise InvalidArgumentError(f"{API}: storage H ({h}) != original H "
                                    f"({tiling.originalHLength}); only equal H is supported")
@@ -106,6 +118,29 @@ def _check(core, tensors, tiling, is_reuse_source, reuse_buffer):
         raise AlignmentError(f"{API}: The value of hLength * sizeof(T) must be an integer "
                              f"multiple of 32 (H={h}, sizeof(T)={dtype.itemsize})")
     _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype)
+    if core.product.kernel_path == "common":
+        _warn_if_not_cann_tiling(tiling, dtype)
+
+
+def _warn_if_not_cann_tiling(tiling, dtype):
+    """The kernel uses the fields as given, as on the device; say so when they are not what the
+    host tiling computes for this shape, type and buffer."""
+    t = tiling
+    shape = (t.bLength, t.sLength, t.hLength, t.originalHLength)
+    try:
+        expected = GetLayerNormGradBetaNDTilingInfo(shape, 4 * t.stackBufferSize, dtype.itemsize,
+                                                    False)
+    except LngbError as err:
+        expected, reason = None, str(err)
+    if expected is not None:
+        wrong = [f"{f}={getattr(t, f)} (expected {getattr(expected, f)})"
+                 for f in t.__dataclass_fields__ if getattr(t, f) != getattr(expected, f)]
+        if not wrong:
+            return
+        reason = ", ".join(wrong)
+    warnings.warn(f"{API}: the tiling is not what GetLayerNormGradBetaNDTilingInfo computes for "
+                  f"{list(shape)}, typeSize {dtype.itemsize}, {4 * t.stackBufferSize} bytes: "
+                  f"{reason}. The kernel uses it as given.", LngbWarning)
 
 
 def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):

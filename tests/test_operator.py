@@ -175,16 +175,19 @@ def test_reuse_res_for_gamma_reproduces_cann_buffer_state():
 
 def test_reuse_on_half_warns_and_changes_nothing():
     dy, rfg = inputs((1, 8, 16), np.float16, seed=6)
-    with pytest.warns(LngbWarning, match="may not be effective"):
-        result = lngb.emulate(dy, rfg, is_reuse_source=True)
+    for _ in range(2):  # the replay of a recorded call warns too
+        with pytest.warns(LngbWarning, match="may not be effective") as caught:
+            result = lngb.emulate(dy, rfg, is_reuse_source=True)
+        assert caught[0].filename == __file__
     assert_matches_oracle(result, dy, rfg, "atlas-a2")
     assert same_bits(result.core.ub[:dy.nbytes].view(np.float16), dy.reshape(-1))
 
 
 def test_atlas_350_ignores_the_temp_buffer_and_reuse():
     dy, rfg = inputs((1, 10, 16), np.float32, seed=8)
-    result = lngb.emulate(dy, rfg, product="atlas-350", is_reuse_source=True,
-                          reuse_buffer="res_for_gamma")
+    with pytest.warns(LngbWarning, match="950 kernel ignores it"):
+        result = lngb.emulate(dy, rfg, product="atlas-350", is_reuse_source=True,
+                              reuse_buffer="res_for_gamma")
     assert_matches_oracle(result, dy, rfg, "atlas-350")
     assert same_bits(result.core.ub[dy.nbytes:2 * dy.nbytes].view(np.float32), rfg.reshape(-1))
 
@@ -317,3 +320,46 @@ def test_emulate_on_the_largest_shape_that_fits():
         assert_matches_oracle(lngb.emulate(dy, rfg, product=product), dy, rfg, product)
         with pytest.raises(CapacityError):
             lngb.emulate(*inputs((1, rows + 1, h), np.float32, seed=12), product=product)
+
+
+def test_a_kernel_rejected_midway_changes_nothing():
+    """outputPdBeta overlapping inputDy passes the API checks; the instruction that would
+    overlap partially is found in the dry run, before any instruction executes."""
+    core = lngb.AICore()
+    shape = (1, 4, 16)
+    dy, rfg = core.alloc(shape, np.float32), core.alloc(shape, np.float32)
+    dy.write(np.ones(shape, np.float32))
+    rfg.write(np.ones(shape, np.float32))
+    g = core.alloc(16, np.float32)
+    tmp = core.alloc(512, np.uint8)
+    tiling = lngb.GetLayerNormGradBetaNDTilingInfo(shape, 512, 4, False)
+    message = rejected(InvalidArgumentError,
+                       lambda: lngb.LayerNormGradBeta(g, dy[8], rfg, dy, tmp, tiling), core)
+    assert "partially overlap" in message
+    assert core.mask_mode == MaskMode.NORMAL and core.mask_low == 2**64 - 1
+
+
+def test_tiling_fields_the_host_would_not_compute():
+    core, g, b, rfg, dy, tmp, tiling = setup((1, 10, 8), tmp_bytes=96)
+    bad_tail = lngb.LayerNormGradBetaTiling(**{**tiling.__dict__, "inputTailPos": 76})
+    with pytest.warns(LngbWarning, match=r"inputTailPos=76 \(expected 72\)"):
+        rejected(lngb.AlignmentError,
+                 lambda: lngb.LayerNormGradBeta(g, b, rfg, dy, tmp, bad_tail), core)
+    core, g, b, rfg, dy, tmp, _ = setup((1, 8, 16), np.float16, tmp_bytes=512)
+    float_tiling = lngb.GetLayerNormGradBetaNDTilingInfo((1, 8, 16), 512, 4, False)
+    with pytest.warns(LngbWarning, match="numberOfTmpBuf=1 \\(expected 2\\)"):
+        lngb.LayerNormGradBeta(g, b, rfg, dy, tmp, float_tiling)
+
+
+def test_replay_checks_the_gm_sizes():
+    core = lngb.AICore()
+    t = core.alloc(64, np.float32)
+    gm = np.zeros(256, np.uint8)
+
+    def body():
+        with core:
+            lngb.vector_ops.DataCopy(t, lngb.GlobalTensor.in_arena(gm, 0, np.float32, 64), 64)
+
+    core.run_recorded("copy", body, (gm,))
+    with pytest.raises(InvalidArgumentError, match="recorded with"):
+        core.run_recorded("copy", lambda: None, (np.zeros(64, np.uint8),))
