@@ -139,6 +139,8 @@ class AICore:
 
     def vreg(self, index, dtype):
         """Vector register `index` as a 256-byte tensor (used by the Ascend 950 kernel path)."""
+        if not 0 <= index < VREG_COUNT:
+            raise InvalidArgumentError(f"vreg: index {index} outside 0 ~ {VREG_COUNT - 1}")
         dtype = np.dtype(dtype)
         return LocalTensor(self, self.ub_size + VREG_BYTES * index, VREG_BYTES // dtype.itemsize,
                            dtype, None, "VREG")

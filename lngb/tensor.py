@@ -5,7 +5,6 @@ import numpy as np
 
 from .errors import InvalidArgumentError, OutOfBoundsError
 
-POSITIONS = ("VECIN", "VECCALC", "VECOUT", "LCM", "GM", "A1", "B1", "C1", "A2", "B2", "CO1", "CO2")
 UB_POSITIONS = ("VECIN", "VECCALC", "VECOUT", "LCM")
 
 _local = threading.local()
@@ -123,6 +122,9 @@ class GlobalTensor:
     def in_arena(cls, arena, offset, dtype, size):
         """A GM tensor of `size` elements at byte `offset` of a uint8 arena."""
         dtype = np.dtype(dtype)
+        if offset < 0 or offset + size * dtype.itemsize > arena.size:
+            raise OutOfBoundsError(f"GlobalTensor.in_arena: {size} x {dtype.name} at byte {offset} "
+                                   f"does not fit the {arena.size}-byte arena")
         view = arena[offset:offset + size * dtype.itemsize].view(dtype)
         return cls(view, _gm=arena, _offset=offset, _size=size)
 

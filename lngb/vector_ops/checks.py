@@ -36,6 +36,11 @@ def check_local(api, name, tensor, core, dtypes, align=32):
         allowed = ", ".join(np.dtype(d).name for d in dtypes)
         raise InvalidArgumentError(f"{api}: {name} dtype {tensor.dtype.name} is not supported "
                                    f"(allowed: {allowed})")
+    limit = tensor.core.ub.size if tensor.position == "VREG" else tensor.core.ub_size
+    if tensor.address < 0 or tensor.address + tensor.nbytes > limit:
+        raise OutOfBoundsError(
+            f"{api}: {name} covers UB bytes [{tensor.address}, {tensor.address + tensor.nbytes}), "
+            f"outside the UB's {limit} bytes")
     if tensor.address % align:
         raise AlignmentError(
             f"{api}: {name} start address {tensor.address} must be aligned to {align} bytes "

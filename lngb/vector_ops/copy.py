@@ -10,9 +10,6 @@ from .program import (BLOCK_COUNT, BLOCK_LEN, COPY_GM_TO_UB, COPY_UB_TO_GM, COPY
                       DST_GAP, OP, SRC0, SRC_GAP, new_row)
 from .types import DataCopyParams, Pipe
 
-ANY_DTYPE = None
-
-
 def _burst_extent(block_count, block_len, gap):
     """Bytes from the first to the last byte touched on one side."""
     if block_count == 0 or block_len == 0:
@@ -25,6 +22,9 @@ def _check_side(api, name, tensor, extent):
         start, limit = tensor.address, tensor.nbytes
     else:
         start, limit = tensor.offset, tensor.size * tensor.dtype.itemsize
+        if start < 0 or start + limit > tensor.gm.size:
+            raise OutOfBoundsError(f"{api}: {name} GM bytes [{start}, {start + limit}) lie outside "
+                                   f"its {tensor.gm.size}-byte GM buffer")
     if extent > limit:
         raise OutOfBoundsError(
             f"{api}: {name} would be accessed over {extent} bytes from byte {start}, but the "
@@ -42,7 +42,9 @@ def DataCopy(dst, src, count_or_params):
         raise InvalidArgumentError(f"{api}: copies GM<->UB or UB->UB; got "
                                    f"{kinds[0].__name__} <- {kinds[1].__name__}")
     if dst.dtype != src.dtype:
-        raise InvalidArgumentError(f"{api}: dst dtype {dst.dtype.name} != src dtype {src.dtype.name}")
+        raise InvalidArgumentError(f"{api}: dst dtype {dst.dtype.str} != src dtype {src.dtype.str}")
+    if isinstance(dst, GlobalTensor) and not dst.gm.flags.writeable:
+        raise InvalidArgumentError(f"{api}: the destination GM array is read-only")
     local = [t for t in (dst, src) if isinstance(t, LocalTensor)]
     core = local[0].core
     for t in local:
