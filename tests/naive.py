@@ -155,6 +155,9 @@ def _arith(op, a, b, dtype, sat):
             r = a32 * b32
         else:
             raise ValueError(f"unknown op {op!r}")
+    # A NaN result carries the first NaN operand's payload (src0, then src1), quieted.
+    quiet = lambda x: (np.broadcast_to(x, r.shape).view(np.uint32) | np.uint32(0x400000)).view(F32)
+    r = np.where(np.isnan(a32), quiet(a32), np.where(np.isnan(b32), quiet(b32), r))
     return _round_to(r, dtype, sat)
 
 

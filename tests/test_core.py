@@ -45,3 +45,21 @@ def test_read_only_gm_can_be_read_not_written():
     assert np.array_equal(local.read(), source)
     with pytest.raises(InvalidArgumentError, match="read-only"):
         DataCopy(lngb.GlobalTensor(source), local, 64)
+
+
+def test_nan_results_carry_the_first_nan_operand_on_every_path():
+    """The contiguous loop and the strided walk pick the same NaN: src0's, then src1's, quieted."""
+    from lngb.vector_ops import Add, BinaryRepeatParams
+    core = lngb.AICore()
+    a, b, flat, walk = (core.alloc(128, np.float32) for _ in range(4))
+    nan_a = np.uint32(0x7F800001).view(np.float32)   # signalling, payload 1
+    nan_b = np.uint32(0xFFC00002).view(np.float32)   # quiet, negative, payload 2
+    a.write(np.array([nan_a, 1.0, nan_a, np.inf] * 32, np.float32))
+    b.write(np.array([nan_b, nan_b, 1.0, -np.inf] * 32, np.float32))
+    Add(flat, a, b, 64)
+    Add(walk, a, b, 64, 1, BinaryRepeatParams(2, 2, 2, 8, 8, 8))   # every other block
+    flat_bits = flat.read()[:4].view(np.uint32)
+    walk_bits = walk.read()[:4].view(np.uint32)
+    assert [hex(x) for x in flat_bits[:3]] == ["0x7fc00001", "0xffc00002", "0x7fc00001"]
+    assert np.isnan(flat.read()[3])                    # inf - inf: the CPU's default NaN
+    assert np.array_equal(flat_bits[:3], walk_bits[:3])

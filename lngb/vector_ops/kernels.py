@@ -48,18 +48,34 @@ def scalar_value(row):
 
 
 @njit
+def quiet(x):
+    bits = np.int64(np.float32(x).view(np.uint32)) | 0x400000  # numba widens uint32 math
+    return np.uint32(bits).view(np.float32)
+
+
+@njit
+def arith(op, a, b):
+    """a op b in fp32. IEEE leaves open which NaN operand a NaN result carries (and the CPU's
+    choice varies with how the loop compiles): it is the first NaN operand's, quieted."""
+    if op == ADD:
+        r = a + b
+    elif op == SUB:
+        r = a - b
+    else:
+        r = a * b
+    nan_operand = quiet(a) if a != a else quiet(b)  # written as selects so loops vectorise
+    return nan_operand if (a != a) | (b != b) else r
+
+
+@njit
 def apply(op, a, b, s):
     """One lane of an element-wise instruction, in fp32 (half results are rounded by `store`)."""
-    if op == ADD:
-        return a + b
-    if op == SUB:
-        return a - b
-    if op == MUL:
-        return a * b
+    if op == ADD or op == SUB or op == MUL:
+        return arith(op, a, b)
     if op == ADDS:
-        return a + s
+        return arith(ADD, a, s)
     if op == MULS:
-        return a * s
+        return arith(MUL, a, s)
     if op == DUPLICATE:
         return s
     return a  # CAST: the conversion happens in `store`
@@ -116,15 +132,22 @@ def _flat_f32(op, f32, d, a, b, s, n):
     operand as dst itself spares LLVM an alias check that would stop it vectorising the row
     accumulation (element-wise, so no reassociation is involved)."""
     dv, av, bv = f32[d:d + n], f32[a:a + n], f32[b:b + n]
-    if d == b:
+    if op == DUPLICATE or op == CAST:
         for i in range(n):
-            dv[i] = apply(op, av[i], dv[i], s)
+            dv[i] = apply(op, av[i], av[i], s)
+    elif op == ADDS or op == MULS:
+        base = ADD if op == ADDS else MUL
+        for i in range(n):
+            dv[i] = arith(base, av[i], s)
+    elif d == b:
+        for i in range(n):
+            dv[i] = arith(op, av[i], dv[i])
     elif d == a:
         for i in range(n):
-            dv[i] = apply(op, dv[i], bv[i], s)
+            dv[i] = arith(op, dv[i], bv[i])
     else:
         for i in range(n):
-            dv[i] = apply(op, av[i], bv[i], s)
+            dv[i] = arith(op, av[i], bv[i])
 
 
 @njit
@@ -149,9 +172,10 @@ def _flat_f16(op, u16, d, a, b, s, n, sat):
 
 @njit
 def _round_sum(a, b, code, sat):
+    total = arith(ADD, a, b)
     if code == F32:
-        return a + b
-    return half_to_float(float_to_half(a + b, RINT, sat))
+        return total
+    return half_to_float(float_to_half(total, RINT, sat))
 
 
 @njit
