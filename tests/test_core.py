@@ -63,3 +63,15 @@ def test_nan_results_carry_the_first_nan_operand_on_every_path():
     assert [hex(x) for x in flat_bits[:3]] == ["0x7fc00001", "0xffc00002", "0x7fc00001"]
     assert np.isnan(flat.read()[3])                    # inf - inf: the CPU's default NaN
     assert np.array_equal(flat_bits[:3], walk_bits[:3])
+
+
+def test_interleaved_operands_that_share_no_byte_are_accepted():
+    from lngb.vector_ops import Adds, UnaryRepeatParams
+    core = lngb.AICore()
+    buf = core.alloc(256, np.float32)
+    buf.write(np.arange(256, dtype=np.float32))
+    Adds(buf, buf[8], 100.0, 64, 2, UnaryRepeatParams(2, 2, 16, 16))  # even blocks <- odd blocks
+    out = buf.read().reshape(-1, 8)
+    assert np.array_equal(out[0], np.arange(8, 16) + 100) and np.array_equal(out[1], np.arange(8, 16))
+    with pytest.raises(InvalidArgumentError, match="share some but not all"):
+        Adds(buf, buf[4], 1.0, 64, 1, UnaryRepeatParams(2, 2, 16, 16))

@@ -118,6 +118,25 @@ def spans(address, size, blk_stride, rep_stride, lanes):
     return lo, hi
 
 
+def block_spans(address, size, blk_stride, rep_stride, lanes):
+    """Byte ranges [lo, hi) of the active lanes of each 32-byte block of each repeat, as
+    [repeats, blocks] arrays (empty ranges for blocks with no active lane)."""
+    per_block = 32 // size
+    blocks = lanes.epr // per_block
+    masks = np.tile(lanes.mask, (lanes.repeats, 1))
+    if lanes.tail:
+        masks[-1] = np.arange(lanes.epr) < lanes.tail
+    masks = masks.reshape(lanes.repeats, blocks, per_block)
+    e = np.arange(per_block)
+    first = np.where(masks, e, per_block).min(axis=2)
+    last = np.where(masks, e, -1).max(axis=2)
+    starts = (address + 32 * rep_stride * np.arange(lanes.repeats)[:, None]
+              + 32 * blk_stride * np.arange(blocks)[None, :])
+    active = last >= 0
+    return (np.where(active, starts + size * first, 0),
+            np.where(active, starts + size * (last + 1), 0))
+
+
 def check_inside(api, name, tensor, extent):
     """The footprint [first, last) lies in the tensor and in the UB."""
     if extent is None:
@@ -150,15 +169,16 @@ def check_no_partial_overlap(api, dst, src, lanes):
         return
     daddr, dsize, dblk, drep = geometry(dst)
     saddr, ssize, sblk, srep = geometry(src)
-    dlo, dhi = spans(daddr, dsize, dblk, drep, lanes)
-    slo, shi = spans(saddr, ssize, sblk, srep, lanes)
-    r = np.arange(dlo.size, dtype=np.int64)
-    intersect = (dlo < shi) & (slo < dhi)
+    dlo, dhi = block_spans(daddr, dsize, dblk, drep, lanes)
+    slo, shi = block_spans(saddr, ssize, sblk, srep, lanes)
+    meet = ((dlo[:, :, None] < shi[:, None, :]) & (slo[:, None, :] < dhi[:, :, None])).any(axis=(1, 2))
+    r = np.arange(dlo.shape[0], dtype=np.int64)
     identical = (daddr + 32 * drep * r == saddr + 32 * srep * r) & (dsize == ssize) & (dblk == sblk)
-    bad = np.flatnonzero(intersect & ~identical)
+    bad = np.flatnonzero(meet & ~identical)
     if bad.size:
         k = int(bad[0])
         raise InvalidArgumentError(
-            f"{api}: {dst.name} bytes [{dlo[k]}, {dhi[k]}) partially overlap {src.name} bytes "
-            f"[{slo[k]}, {shi[k]}) in repeat {k}; within a repeat operands must coincide "
-            f"exactly or not overlap at all")
+            f"{api}: {dst.name} and {src.name} share some but not all bytes in repeat {k} "
+            f"({dst.name} from byte {daddr + 32 * drep * k}, {src.name} from byte "
+            f"{saddr + 32 * srep * k}); within a repeat operands must coincide exactly or not "
+            f"overlap at all")
