@@ -74,4 +74,4 @@ def test_interleaved_operands_that_share_no_byte_are_accepted():
     out = buf.read().reshape(-1, 8)
     assert np.array_equal(out[0], np.arange(8, 16) + 100) and np.array_equal(out[1], np.arange(8, 16))
     with pytest.raises(InvalidArgumentError, match="share some but not all"):
-        Adds(buf, buf[4], 1.0, 64, 1, UnaryRepeatParams(2, 2, 16, 16))
+        Adds(buf, buf[8], 1.0, 64, 1, UnaryRepeatParams(2, 1, 16, 8))
