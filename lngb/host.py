@@ -44,7 +44,6 @@ def _round32(nbytes):
 
 
 def _check_inputs(input_dy, res_for_gamma):
-    arrays = []
     for name, a in (("input_dy", input_dy), ("res_for_gamma", res_for_gamma)):
         if not isinstance(a, np.ndarray):
             raise InvalidArgumentError(f"emulate: {name} must be a numpy array")
@@ -53,7 +52,6 @@ def _check_inputs(input_dy, res_for_gamma):
         if a.ndim != 3 or 0 in a.shape:
             raise InvalidArgumentError(f"emulate: {name} must be a non-empty [B, S, H] array, "
                                        f"got shape {a.shape}")
-        arrays.append(a)
     if input_dy.shape != res_for_gamma.shape or input_dy.dtype != res_for_gamma.dtype:
         raise InvalidArgumentError(
             f"emulate: input_dy {input_dy.shape} {input_dy.dtype} and res_for_gamma "
@@ -129,7 +127,8 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
             sat_mode=None):
     """Run the LayerNormGradBeta sample kernel on a fresh emulated core; see EmulationResult.
 
-    The caller's arrays are copied into the emulator's own GM first and never modified.
+    The caller's arrays are never modified: the kernel only reads them (as GM), and outputs go to
+    new arrays.
     """
     _check_inputs(input_dy, res_for_gamma)
     dtype = input_dy.dtype

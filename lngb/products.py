@@ -16,8 +16,6 @@ class Product:
     clock_mhz: int
     vector_cores: int
     event_ids: int = 8
-    lanes_fp32: int = 64    # 256-byte repeat
-    block_bytes: int = 32
 
     @property
     def usable_ub(self):

@@ -75,3 +75,17 @@ def test_interleaved_operands_that_share_no_byte_are_accepted():
     assert np.array_equal(out[0], np.arange(8, 16) + 100) and np.array_equal(out[1], np.arange(8, 16))
     with pytest.raises(InvalidArgumentError, match="share some but not all"):
         Adds(buf, buf[8], 1.0, 64, 1, UnaryRepeatParams(2, 1, 16, 8))
+
+
+def test_bad_enum_and_scalar_arguments_are_invalid_argument_errors():
+    from lngb.vector_ops import Adds, Cast, MaskMode, PipeBarrier, SetVectorMask
+    core = lngb.AICore()
+    a, h = core.alloc(64, np.float32), core.alloc(64, np.float16)
+    with core:
+        for call, text in ((lambda: PipeBarrier(99), "pipe 99"),
+                           (lambda: Cast(h, a, 9, 64), "round_mode 9"),
+                           (lambda: Adds(a, a, "x", 64), "not a number"),
+                           (lambda: SetVectorMask(5, dtype=np.float32, mode=7), "mode 7")):
+            with pytest.raises(InvalidArgumentError, match=text):
+                call()
+        assert core.mask_mode == MaskMode.NORMAL

@@ -11,7 +11,7 @@ FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
 FULL = UINT64_MAX
 
 
-def continuous_mask_bits(length, epr):
+def continuous_mask_bits(length):
     """SetMask(len): the low `len` lanes as (high, low) words."""
     if length >= 128:
         return FULL, FULL
@@ -31,7 +31,7 @@ def mask_from_argument(api, core, mask, epr):
         low = check_range(api, "mask[0]", mask[0], 0, UINT64_MAX)
         high = check_range(api, "mask[1]", mask[1], 0, UINT64_MAX if epr == 128 else 0)
         return high, low
-    return continuous_mask_bits(check_range(api, "mask", mask, 0, epr), epr)
+    return continuous_mask_bits(check_range(api, "mask", mask, 0, epr))
 
 
 def resolve_mask(api, core, mask, is_set_mask, epr):
@@ -88,7 +88,7 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
     row = np.array((
         op, DTYPE_CODE[dst.tensor.dtype], DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype],
         dst.tensor.address, src0.tensor.address, src1.tensor.address,
-        scalar_bits(scalar, dst.tensor.dtype) if scalar is not None else 0,
+        scalar_bits(api, scalar, dst.tensor.dtype) if scalar is not None else 0,
         counter, as_int64(word0), as_int64(word1), repeat,
         dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
         round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0), dtype=np.int64)
@@ -98,17 +98,19 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
     core.issue(api, Pipe.PIPE_V, row, (dst, *sources), lanes)
 
 
-def scalar_bits(value, dtype):
+def scalar_bits(api, value, dtype):
     """The scalar converted to the tensor's dtype (RNE; out of range -> inf), as its bits."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")
     with np.errstate(over="ignore"):
         if dtype == np.float32:
             return int(np.array(value, dtype=np.float32).view(np.uint32))
         return int(np.array(value, dtype=np.float16).view(np.uint16))
 
 
-def check_float(api, *named_tensors, same=True):
+def check_same_dtype(api, *named_tensors):
     dtypes = {t.dtype for _, t in named_tensors}
-    if same and len(dtypes) > 1:
+    if len(dtypes) > 1:
         raise InvalidArgumentError(
             f"{api}: operands must share one dtype, got "
             + ", ".join(f"{n}={t.dtype.name}" for n, t in named_tensors))

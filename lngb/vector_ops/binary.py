@@ -1,5 +1,5 @@
 """Add, Sub, Mul: dst = src0 op src1, lane by lane (spec vector_unit.md §2.3, §3.2)."""
-from .base import FLOAT_TYPES, Operand, check_float, issue_elementwise
+from .base import FLOAT_TYPES, Operand, check_same_dtype, issue_elementwise
 from .checks import check_local, check_range
 from .program import ADD, MUL, SUB
 from .types import BinaryRepeatParams
@@ -9,7 +9,7 @@ def _binary(api, op, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mas
     core = dst.core
     for name, t in (("dst", dst), ("src0", src0), ("src1", src1)):
         check_local(api, name, t, core, FLOAT_TYPES)
-    check_float(api, ("dst", dst), ("src0", src0), ("src1", src1))
+    check_same_dtype(api, ("dst", dst), ("src0", src0), ("src1", src1))
     if repeatTime is None:  # the count form: contiguous operands
         blk, rep = (1, 1, 1), (8, 8, 8)
     else:

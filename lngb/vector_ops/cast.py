@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .base import FLOAT_TYPES, issue_elementwise
-from .checks import check_local
+from .checks import check_local, enum_arg
 from .program import CAST
 from .scalar import unary_operands
 from .types import RoundMode, UnaryRepeatParams
@@ -27,7 +27,7 @@ def Cast(dst, src, round_mode, mask, repeatTime=None, repeatParams=None, *, is_s
     core = dst.core
     check_local(api, "dst", dst, core, FLOAT_TYPES)
     check_local(api, "src", src, core, FLOAT_TYPES)
-    round_mode = RoundMode(round_mode)
+    round_mode = enum_arg(api, "round_mode", RoundMode, round_mode)
     if (src.dtype, dst.dtype) == (F16, F32):
         if round_mode != RoundMode.CAST_NONE:
             raise InvalidArgumentError(f"{api}: half -> float is exact and takes only CAST_NONE, "

@@ -21,6 +21,15 @@ def check_range(api, name, value, lo, hi):
     return int(value)
 
 
+def enum_arg(api, name, enum_cls, value):
+    """`value` as a member of `enum_cls`, or InvalidArgumentError listing the members."""
+    try:
+        return enum_cls(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{api}: {name} {value!r} is not one of "
+                                   f"{', '.join(m.name for m in enum_cls)}") from None
+
+
 def check_local(api, name, tensor, core, dtypes, align=32):
     """A vector operand: a LocalTensor on `core`, in a UB position, of an allowed dtype, aligned."""
     if not isinstance(tensor, LocalTensor):

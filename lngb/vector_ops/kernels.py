@@ -13,9 +13,10 @@ from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST,
                       DT_SRC, DUPLICATE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
                       PAIR_REDUCE_SUM, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
                       SRC1_BLK, SRC1_REP, SRC_GAP, SUB, WHOLE_REDUCE_SUM)
+from .types import RoundMode
 from .walk import contiguous, flat_count, lane_active, lane_index, lanes_per_repeat, repeat_count
 
-RINT = 1
+RINT = int(RoundMode.CAST_RINT)
 
 
 @njit

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..tensor import current_core
 from .base import FULL, continuous_mask_bits
-from .checks import UINT64_MAX, check_range
+from .checks import UINT64_MAX, check_range, enum_arg
 from .types import MaskMode
 
 
@@ -28,14 +28,15 @@ def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
     In counter mode the count goes in the low word (the length form writes it there too)."""
     api = "SetVectorMask"
     core = current_core()
-    epr = 256 // np.dtype(dtype).itemsize
+    np.dtype(dtype)  # the template parameter T; the words do not depend on it
+    mode = enum_arg(api, "mode", MaskMode, mode)
     if len(words) == 2:
         high = check_range(api, "maskHigh", words[0], 0, UINT64_MAX)
         low = check_range(api, "maskLow", words[1], 0, UINT64_MAX)
-    elif len(words) == 1 and MaskMode(mode) == MaskMode.COUNTER:
+    elif len(words) == 1 and mode == MaskMode.COUNTER:
         high, low = 0, check_range(api, "length", words[0], 0, UINT64_MAX)
     elif len(words) == 1:
-        high, low = continuous_mask_bits(check_range(api, "length", words[0], 0, 1 << 32), epr)
+        high, low = continuous_mask_bits(check_range(api, "length", words[0], 0, 1 << 32))
     else:
         raise TypeError("SetVectorMask takes (maskHigh, maskLow) or (length)")
     core.mask_high, core.mask_low = high, low

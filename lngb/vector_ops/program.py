@@ -2,7 +2,7 @@
 
 The Python wrappers validate a call, resolve the mask register into the row, and hand the row to
 the core. The core executes rows one by one (observed) or replays a recorded program (fast);
-either way `execute.execute` is the only code that gives instructions their semantics.
+either way `kernels.execute` is the only code that gives instructions their semantics.
 """
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Adds, Muls: dst = src op scalar, the scalar first converted to the dtype (RNE)."""
-from .base import FLOAT_TYPES, Operand, check_float, issue_elementwise
+from .base import FLOAT_TYPES, Operand, check_same_dtype, issue_elementwise
 from .checks import check_local, check_range
 from .program import ADDS, MULS
 from .types import UnaryRepeatParams
@@ -18,7 +18,7 @@ def _scalar(api, op, dst, src, scalarValue, mask, repeatTime, repeatParams, is_s
     core = dst.core
     check_local(api, "dst", dst, core, FLOAT_TYPES)
     check_local(api, "src", src, core, FLOAT_TYPES)
-    check_float(api, ("dst", dst), ("src", src))
+    check_same_dtype(api, ("dst", dst), ("src", src))
     d, s = unary_operands(api, dst, src, repeatParams)
     issue_elementwise(api, op, d, (s,), mask, repeatTime, is_set_mask=is_set_mask,
                       scalar=scalarValue)

@@ -1,12 +1,12 @@
 """PipeBarrier, SetFlag, WaitFlag: recorded as events on the current core (spec §7.2)."""
 from ..errors import InvalidArgumentError
 from ..tensor import current_core
-from .checks import check_range
+from .checks import check_range, enum_arg
 from .types import HardEvent, Pipe
 
 
 def PipeBarrier(pipe):
-    pipe = Pipe(pipe)
+    pipe = enum_arg("PipeBarrier", "pipe", Pipe, pipe)
     if pipe == Pipe.PIPE_S:
         raise InvalidArgumentError("PipeBarrier: PIPE_S is not allowed (use PIPE_V, PIPE_MTE2, "
                                    "PIPE_MTE3 or PIPE_ALL)")
