@@ -214,22 +214,26 @@ class AICore:
             body()
             return
         gms = tuple(gms) + NO_GMS[len(gms):]
-        start = self._state()
         full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
                     self.mask_high, self.mask_low, self.allocated,
-                    tuple(sorted(self.flags.items(), key=repr)))
+                    tuple(sorted(self.flags.items(), key=repr)) if self.flags else ())
         program = _PROGRAMS.get(full_key) if self.mode == "fast" else None
         if program is not None:
             _PROGRAMS.move_to_end(full_key)
         else:
+            start = self._state()
             program = self._record(body, gms, start)
             if self.mode == "fast":
                 _remember(full_key, program)
+            else:  # the observable run, instruction by instruction, now known to pass
+                self._set_state(start)
+        if self.mode != "fast":
+            with warnings.catch_warnings():  # already collected by the dry run
+                warnings.simplefilter("ignore")
+                body()
         for message in program.warnings:
             warnings.warn(message, stacklevel=3)
-        if self.mode != "fast":  # the observable run, instruction by instruction
-            self._set_state(start)
-            body()
+        if self.mode != "fast":
             return
         if tuple(g.size for g in gms) != program.gm_sizes:
             raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
