@@ -1,7 +1,7 @@
 """The emulated AI Core: UB bytes, mask register, event flags, allocator, instruction hook point."""
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,8 +10,9 @@ from .errors import CapacityError, InvalidArgumentError
 from .products import get_product
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.kernels import execute
-from .vector_ops.program import GM_SLOT, GM_SLOTS, N_COLS
-from .vector_ops.types import MaskMode
+from .vector_ops.program import (EVENT_BASE, GM_SLOT, GM_SLOTS, N_COLS, OP, SCALAR_ACCESS,
+                                 SET_FLAG, WAIT_FLAG, event_row)
+from .vector_ops.types import MaskMode, Pipe
 
 MODES = ("fast", "observed", "checked")
 FULL_MASK = (1 << 64) - 1
@@ -24,21 +25,24 @@ VREG_COUNT, VREG_BYTES = 8, 256
 
 @dataclass
 class TraceRecord:
-    """One executed instruction or event, in issue order."""
+    """One executed instruction or event, in issue order, with its resolved row."""
     seq: int
     pipe: str
     name: str
-    row: Any = None            # the resolved instruction row (None for events)
-    info: dict = field(default_factory=dict)
+    row: Any
+
+    @property
+    def is_instruction(self):
+        """False for events (barriers, flags, mask setup, scalar accesses)."""
+        return self.row[OP] < EVENT_BASE
 
 
 @dataclass
 class Program:
-    """A recorded instruction stream, the core state it leaves behind, the sequence numbers it
-    uses, the GM buffer sizes it was recorded with and the warnings its body raised."""
+    """A recorded instruction stream (events included), the core state it leaves behind, the
+    GM buffer sizes it was recorded with and the warnings its body raised."""
     rows: np.ndarray
     end_state: dict
-    events: int
     gm_sizes: tuple
     warnings: tuple
 
@@ -87,7 +91,7 @@ class AICore:
         self.trace = []
         self._recording = None
         self._recording_gms = NO_GMS
-        self._recorded_events = 0
+        self.last_program = None  # the program the last fast-mode run_recorded executed
 
     def __repr__(self):
         return (f"AICore({self.product.name!r}, mode={self.mode!r}, ub_size={self.ub_size}, "
@@ -146,35 +150,26 @@ class AICore:
                            dtype, None, "VREG")
 
     # --- the hook point: every instruction and event comes through here ----------------------
-    def issue(self, api, pipe, row, operands, lanes, gm=None):
-        """Execute one validated instruction row (or, while recording, only append it).
+    def issue(self, api, pipe, row, operands=(), lanes=None, gm=None):
+        """Execute one validated instruction or event row (while recording, only append it).
 
         `operands` and `lanes` describe the call for observers (trace, sanitizer, cost)."""
         if self._recording is not None:
             if gm is not None:
                 row[GM_SLOT] = self._gm_slot(gm)
             self._recording.append(row)
-            self._recorded_events += 1
             return
         self.seq += 1
-        if gm is not None and not gm.flags.writeable:
-            gm = gm.copy()  # a read-only source array: numba wants one array type for all GM
-        execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
+        if row[OP] < EVENT_BASE:
+            if gm is not None and not gm.flags.writeable:
+                gm = gm.copy()  # a read-only source: numba wants one array type for all GM
+            execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
         if self.mode != "fast":
-            self.trace.append(TraceRecord(self.seq, pipe.name, api, row.copy()))
-
-    def event(self, name, pipe="PIPE_S", **info):
-        if self._recording is not None:
-            self._recorded_events += 1
-            return
-        self.seq += 1
-        if self.mode != "fast":
-            self.trace.append(TraceRecord(self.seq, pipe if isinstance(pipe, str) else pipe.name,
-                                          name, None, info))
+            self.trace.append(TraceRecord(self.seq, Pipe(pipe).name, api, row.copy()))
 
     def set_flag(self, event, event_id):
         self.flags[event, event_id] = self.flags.get((event, event_id), 0) + 1
-        self.event("SetFlag", event.src.name, event=event.name, event_id=event_id)
+        self.issue("SetFlag", event.src, event_row(SET_FLAG, event.src, event.dst, event_id))
 
     def wait_flag(self, event, event_id):
         if not self.flags.get((event, event_id)):
@@ -182,10 +177,11 @@ class AICore:
                 f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device would "
                 "wait forever")
         self.flags[event, event_id] -= 1
-        self.event("WaitFlag", event.dst.name, event=event.name, event_id=event_id)
+        self.issue("WaitFlag", event.dst, event_row(WAIT_FLAG, event.src, event.dst, event_id))
 
     def _scalar_access(self, api, tensor, index):
-        self.event(api, "PIPE_S", address=tensor.address + index * tensor.dtype.itemsize)
+        self.issue(api, Pipe.PIPE_S, event_row(SCALAR_ACCESS,
+                                               tensor.address + index * tensor.dtype.itemsize))
 
     def _host_write(self, tensor, nbytes):
         """Host writes are not instructions; hook point for the sanitizer's shadow memory."""
@@ -239,7 +235,8 @@ class AICore:
             raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
                                        f"bytes, the program was recorded with {program.gm_sizes}")
         execute(self.ub, gms, program.rows)
-        self.seq += program.events
+        self.seq += len(program.rows)
+        self.last_program = program
         self._set_state(program.end_state)
 
     def _gm_slot(self, gm):
@@ -251,7 +248,7 @@ class AICore:
     def _record(self, body, gms, start):
         """The dry run: validate every instruction of `body` and collect its rows. On an error
         the core's state is restored and the warnings raised so far are passed on."""
-        self._recording, self._recording_gms, self._recorded_events = [], gms, 0
+        self._recording, self._recording_gms = [], gms
         error = None
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -269,4 +266,4 @@ class AICore:
                 warnings.warn(message, stacklevel=4)
             raise error
         return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), self._state(),
-                       self._recorded_events, tuple(g.size for g in gms), messages)
+                       tuple(g.size for g in gms), messages)

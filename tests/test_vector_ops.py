@@ -676,7 +676,7 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
         assert np.array_equal(actual, want), "GM: " + first_difference(actual, want)
     assert (core.mask_mode, core.mask_high, core.mask_low) == mask_register_after(spec)
     if mode == "observed":
-        assert [rec.name for rec in core.trace if rec.row is not None][-1] == spec_api(spec)
+        assert [rec.name for rec in core.trace if rec.is_instruction][-1] == spec_api(spec)
     assert core.seq > seq
     return core
 

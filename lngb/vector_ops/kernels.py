@@ -10,7 +10,7 @@ from .._jit import njit
 from .half import HALF_TO_FLOAT_TABLE, float_to_half, half_to_float
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
                       COPY_UB_TO_GM, COPY_UB_TO_UB, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
-                      DT_SRC, DUPLICATE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
+                      DT_SRC, DUPLICATE, EVENT_BASE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
                       PAIR_REDUCE_SUM, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
                       SRC1_BLK, SRC1_REP, SRC_GAP, SUB, WHOLE_REDUCE_SUM)
 from .types import RoundMode
@@ -260,5 +260,5 @@ def execute(ub, gms, program):
             elementwise(f32, u16, row)
         elif op < COPY_GM_TO_UB:
             reduce(f32, u16, row)
-        else:
+        elif op < EVENT_BASE:
             copy(ub, gms[row[GM_SLOT]], row)

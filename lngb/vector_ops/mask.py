@@ -7,19 +7,28 @@ import numpy as np
 from ..tensor import current_core
 from .base import FULL, continuous_mask_bits
 from .checks import UINT64_MAX, check_range, enum_arg
-from .types import MaskMode
+from .program import COUNTER, MASK0, MASK1, SET_MASK, as_int64, event_row
+from .types import MaskMode, Pipe
+
+
+def _issue(core, api):
+    """A scalar-pipe event row holding the mask mode and register it leaves."""
+    row = event_row(SET_MASK)
+    row[COUNTER], row[MASK0], row[MASK1] = (core.mask_mode, as_int64(core.mask_low),
+                                            as_int64(core.mask_high))
+    core.issue(api, Pipe.PIPE_S, row)
 
 
 def SetMaskCount():
     core = current_core()
     core.mask_mode = MaskMode.COUNTER
-    core.event("SetMaskCount")
+    _issue(core, "SetMaskCount")
 
 
 def SetMaskNorm():
     core = current_core()
     core.mask_mode = MaskMode.NORMAL
-    core.event("SetMaskNorm")
+    _issue(core, "SetMaskNorm")
 
 
 def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
@@ -40,10 +49,10 @@ def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
     else:
         raise TypeError("SetVectorMask takes (maskHigh, maskLow) or (length)")
     core.mask_high, core.mask_low = high, low
-    core.event(api, mask=(high, low))
+    _issue(core, api)
 
 
 def ResetMask():
     core = current_core()
     core.mask_high = core.mask_low = FULL
-    core.event("ResetMask")
+    _issue(core, "ResetMask")

@@ -21,6 +21,12 @@ DUPLICATE = 20
 CAST = 30
 BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM = 40, 41, 42
 COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB = 50, 51, 52
+# Events: rows in the stream that order or configure, but change no byte (`execute` skips them).
+# PipeBarrier: DST = pipe; SetFlag/WaitFlag: DST = source pipe, SRC0 = destination pipe,
+# SRC1 = event id; mask setup: COUNTER, MASK0, MASK1 = the mode and register after it;
+# GetValue/SetValue: DST = the UB address.
+EVENT_BASE = 60
+PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS = 60, 61, 62, 63, 64
 
 # Data type codes used inside kernels.
 F32, F16 = 0, 1
@@ -32,6 +38,12 @@ FAMILY_KEEP, FAMILY_ZERO = 0, 1
 
 def new_row():
     return np.zeros(N_COLS, dtype=np.int64)
+
+
+def event_row(op, dst=0, src0=0, src1=0):
+    row = new_row()
+    row[OP], row[DST], row[SRC0], row[SRC1] = op, dst, src0, src1
+    return row
 
 
 def as_int64(word):

@@ -2,6 +2,7 @@
 from ..errors import InvalidArgumentError
 from ..tensor import current_core
 from .checks import check_range, enum_arg
+from .program import PIPE_BARRIER, event_row
 from .types import HardEvent, Pipe
 
 
@@ -10,7 +11,7 @@ def PipeBarrier(pipe):
     if pipe == Pipe.PIPE_S:
         raise InvalidArgumentError("PipeBarrier: PIPE_S is not allowed (use PIPE_V, PIPE_MTE2, "
                                    "PIPE_MTE3 or PIPE_ALL)")
-    current_core().event("PipeBarrier", pipe=pipe)
+    current_core().issue("PipeBarrier", Pipe.PIPE_S, event_row(PIPE_BARRIER, pipe))
 
 
 def _event(api, event, event_id):
