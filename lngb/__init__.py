@@ -10,3 +10,5 @@ from .tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
 from . import vector_ops
 from .operator import LayerNormGradBeta
 from .host import EmulationResult, emulate, emulate_operator
+from .cost import CostModel
+from .sweep import sweep

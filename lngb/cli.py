@@ -90,6 +90,33 @@ def run(args):
     return status
 
 
+def _shape(text):
+    try:
+        shape = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        shape = ()
+    if len(shape) != 3:
+        raise argparse.ArgumentTypeError(f"a shape is B,S,H (e.g. 4,8,512), got {text!r}")
+    return shape
+
+
+def sweep_command(args):
+    from .sweep import format_table, plot, sweep, write_csv
+    rows = sweep(args.shape or [(4, 8, 512)], args.dtype or ["float32"],
+                 args.product or ["atlas-a2"], step=args.step, measure=args.measure,
+                 progress=not args.quiet and sys.stderr.isatty())
+    print(format_table(rows))
+    print(f"{len(rows)} temp-buffer sizes; modelled device time from lngb.cost (constants: "
+          "lngb.cost.CONSTANTS)")
+    if args.csv:
+        write_csv(rows, args.csv)
+        print(f"wrote {args.csv}")
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lngb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -108,10 +135,28 @@ def main(argv=None):
     p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with")
     _common_options(p)
     p.set_defaults(func=run)
+    p = sub.add_parser("sweep", help="every temp-buffer size: tiling, modelled device time, "
+                                     "emulator speed")
+    p.add_argument("--shape", type=_shape, action="append", help="B,S,H (repeatable; "
+                   "default 4,8,512)")
+    p.add_argument("--dtype", action="append", choices=list(DTYPES),
+                   help="repeatable; default float32")
+    p.add_argument("--product", action="append", choices=list(PRODUCTS),
+                   help="repeatable; default atlas-a2")
+    p.add_argument("--step", type=int, default=32, help="bytes between sizes (default 32)")
+    p.add_argument("--measure", type=int, default=8,
+                   help="sizes whose emulator wall time is measured (default 8)")
+    p.add_argument("--csv", help="write every size as a CSV row here")
+    p.add_argument("--plot", help="write a PNG plot here (needs lngb[plot])")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=sweep_command)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (LngbError, OSError) as err:
+    except BrokenPipeError:  # e.g. `lngb sweep | head`
+        sys.stderr.close()
+        return 0
+    except (LngbError, OSError, ImportError) as err:
         print(f"lngb {args.command}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
 

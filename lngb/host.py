@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core import AICore
+from .cost import CostModel
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError
 from .operator import LayerNormGradBeta
 from .products import PRODUCTS, get_product
@@ -19,14 +20,27 @@ from .vector_ops import DataCopy, HardEvent, SetFlag, WaitFlag
 
 
 class EmulationResult:
-    """pd_gamma, pd_beta (input dtype, shape (H,)), the tiling used, the core, its trace, and the
-    modelled device cost (not built yet: None)."""
+    """pd_gamma, pd_beta (input dtype, shape (H,)), the tiling used, the core, its trace (with
+    trace=True), the executed instruction stream and its modelled device cost."""
 
-    def __init__(self, pd_gamma, pd_beta, tiling, core, trace=None, cost=None):
-        self.pd_gamma, self.pd_beta, self.core, self.trace, self.cost = (pd_gamma, pd_beta, core,
-                                                                         trace, cost)
+    def __init__(self, pd_gamma, pd_beta, tiling, core, trace, rows):
+        self.pd_gamma, self.pd_beta, self.core, self.trace = pd_gamma, pd_beta, core, trace
+        self.rows = rows  # every instruction and event, in issue order
         self._tiling = tiling
         self._tiling_copy = None
+        self._cost = None
+
+    @property
+    def cost(self):
+        """Modelled device time (`.cycles`, `.microseconds`, `.timeline`) with the default
+        constants; computed on first access."""
+        if self._cost is None:
+            self._cost = self.estimate_cost()
+        return self._cost
+
+    def estimate_cost(self, **overrides):
+        """The modelled device time with some cost constants overridden (calibration)."""
+        return CostModel(self.core.product, **overrides).estimate(self.rows)
 
     @property
     def tiling(self):
@@ -64,17 +78,22 @@ def _check_inputs(input_dy, res_for_gamma):
             "pad H with zeros, as the API's documentation asks")
 
 
-def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None, reserved_bytes=None):
+def free_temp_bytes(shape, dtype, product):
+    """(UB bytes left for the temp buffer beside emulate's four tensors, bytes of the tensors)."""
+    b, s, h = shape
+    itemsize = np.dtype(dtype).itemsize
+    tensors = 2 * _round32(b * s * h * itemsize) + 2 * _round32(h * itemsize)
+    return (get_product(product).usable_ub - tensors) // 32 * 32, tensors
+
+
+def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
     """The temp-buffer bytes `emulate` uses: the largest legal size that fits beside the tensors,
     capped at the tiling's max; explicit sizes are checked against min and the free UB."""
     product = get_product(product)
-    itemsize = np.dtype(dtype).itemsize
     b, s, h = shape
-    tensors = 2 * _round32(b * s * h * itemsize) + 2 * _round32(h * itemsize)
-    capacity = product.ub_size - (product.reserved_bytes if reserved_bytes is None
-                                  else reserved_bytes)
-    free = (capacity - tensors) // 32 * 32
-    max_size, min_size = GetLayerNormGradBetaMaxMinTmpSize(shape, itemsize, False)
+    free, tensors = free_temp_bytes(shape, dtype, product)
+    capacity = product.usable_ub
+    max_size, min_size = GetLayerNormGradBetaMaxMinTmpSize(shape, np.dtype(dtype).itemsize, False)
     if free < min_size:
         bigger = [p.name for p in PRODUCTS.values() if p.usable_ub > capacity
                   and p.usable_ub - tensors >= min_size]
@@ -164,7 +183,10 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
 
     key = ("emulate", shape, dtype.str, plan.tmp_bytes, bool(is_reuse_source), reuse_buffer)
     core.run_recorded(key, kernel, gms)
-    return EmulationResult(pd_gamma, pd_beta, plan.tiling, core, core.trace if trace else None)
+    rows = (core.last_program.rows if core.mode == "fast"
+            else np.array([record.row for record in core.trace]))
+    return EmulationResult(pd_gamma, pd_beta, plan.tiling, core, core.trace if trace else None,
+                           rows)
 
 
 def _gm_bytes(array):

@@ -11,9 +11,12 @@ from .program import COUNTER, MASK0, MASK1, SET_MASK, as_int64, event_row
 from .types import MaskMode, Pipe
 
 
+MASK_APIS = ("SetMaskCount", "SetMaskNorm", "SetVectorMask", "ResetMask")
+
+
 def _issue(core, api):
-    """A scalar-pipe event row holding the mask mode and register it leaves."""
-    row = event_row(SET_MASK)
+    """A scalar-pipe event row holding which call it was and the mode and register it leaves."""
+    row = event_row(SET_MASK, 0, 0, MASK_APIS.index(api))
     row[COUNTER], row[MASK0], row[MASK1] = (core.mask_mode, as_int64(core.mask_low),
                                             as_int64(core.mask_high))
     core.issue(api, Pipe.PIPE_S, row)

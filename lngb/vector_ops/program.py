@@ -23,7 +23,8 @@ BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM = 40, 41, 42
 COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB = 50, 51, 52
 # Events: rows in the stream that order or configure, but change no byte (`execute` skips them).
 # PipeBarrier: DST = pipe; SetFlag/WaitFlag: DST = source pipe, SRC0 = destination pipe,
-# SRC1 = event id; mask setup: COUNTER, MASK0, MASK1 = the mode and register after it;
+# SRC1 = event id; mask setup: SRC1 = which call (mask.MASK_APIS), COUNTER, MASK0, MASK1 = the
+# mode and register after it;
 # GetValue/SetValue: DST = the UB address.
 EVENT_BASE = 60
 PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS = 60, 61, 62, 63, 64

@@ -1,0 +1,204 @@
+"""Modelled device time: cycles per instruction and a per-pipe timeline (spec vector_unit.md §8.3).
+
+Every constant is in `CONSTANTS` with its source; the ones no public source pins down are marked
+unconfirmed. `CostModel(product, **overrides)` calibrates them. The model reads an instruction
+stream (a recorded program or a trace): the scalar unit dispatches in order, each pipe runs its
+instructions in order, and pipes overlap except where PipeBarrier and SetFlag/WaitFlag serialise
+them.
+"""
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .products import get_product
+from .vector_ops.program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST,
+                                 COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB, COUNTER, DST,
+                                 DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MUL, MULS, OP,
+                                 PAIR_REDUCE_SUM, PIPE_BARRIER, REPEAT, SCALAR_ACCESS, SET_FLAG,
+                                 SET_MASK, SRC0, SRC1, SUB, WAIT_FLAG, WHOLE_REDUCE_SUM)
+from .vector_ops.mask import MASK_APIS
+from .vector_ops.types import Pipe
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: float
+    source: str
+    unconfirmed: bool = False
+
+
+CONSTANTS = {
+    "issue_cycles": Constant(1, "scalar dispatch per instruction or event; no published "
+                                "figure (spec §10.8)", True),
+    "mask_setup_cycles": Constant(1, "mask setup ops take about one cycle [S43][S56]"),
+    "barrier_drain_cycles": Constant(4, "PipeBarrier drain after the pipe's last completion; "
+                                        "no published figure", True),
+    "reduce_latency_cycles": Constant(3, "reductions pay roughly 2-5 Add-equivalents of latency "
+                                         "[S56]", True),
+    "copy_setup_cycles": Constant(30, "DMA setup per DataCopy; no published figure", True),
+    "ub_copy_bytes_per_cycle": Constant(256, "UB->UB DataCopy, 950 figure [S44], used for all",
+                                        True),
+}
+
+# GM bytes per cycle per core: the runtime ini's ddr_rate (units not stated) [S6][S7][S8][S9].
+GM_BYTES_PER_CYCLE = {"atlas-a2": 32, "atlas-a3": 32, "atlas-inference": 17, "atlas-350": 31}
+
+# Elements per cycle per core by instruction and data type [S44]: Add-like instructions, Duplicate
+# and pair reductions run one 256-byte repeat per cycle; half block and whole reductions and float
+# whole reductions take 7 cycles per repeat.
+RATES = {
+    ADD: (128, 64), SUB: (128, 64), MUL: (128, 64), ADDS: (128, 64), MULS: (128, 64),
+    DUPLICATE: (128, 64), CAST: (64, 64), BLOCK_REDUCE_SUM: (128 / 7, 64),
+    WHOLE_REDUCE_SUM: (128 / 7, 64 / 7), PAIR_REDUCE_SUM: (128, 64),
+}
+REDUCTIONS = (BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM)
+OP_NAMES = {ADD: "Add", SUB: "Sub", MUL: "Mul", ADDS: "Adds", MULS: "Muls",
+            DUPLICATE: "Duplicate", CAST: "Cast", BLOCK_REDUCE_SUM: "BlockReduceSum",
+            WHOLE_REDUCE_SUM: "WholeReduceSum", PAIR_REDUCE_SUM: "PairReduceSum",
+            COPY_GM_TO_UB: "DataCopy", COPY_UB_TO_GM: "DataCopy", COPY_UB_TO_UB: "DataCopy",
+            PIPE_BARRIER: "PipeBarrier", SET_FLAG: "SetFlag", WAIT_FLAG: "WaitFlag",
+            SET_MASK: "SetVectorMask", SCALAR_ACCESS: "GetValue/SetValue"}
+PIPE_OF = {COPY_GM_TO_UB: Pipe.PIPE_MTE2, COPY_UB_TO_GM: Pipe.PIPE_MTE3}
+WORK_PIPES = (Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3)
+
+
+def repeats(row):
+    """Repeats an element-wise or reduction row executes."""
+    epr = 256 // (4 if (row[DT_DST] != F16 or row[DT_SRC] != F16) else 2)
+    if row[OP] in REDUCTIONS:
+        epr = 256 // (2 if row[DT_DST] == F16 else 4)
+    if row[COUNTER]:
+        return math.ceil(row[MASK0] / epr), epr
+    return (row[REPEAT] if (row[MASK0] or row[MASK1]) else 0), epr
+
+
+@dataclass
+class Span:
+    index: int
+    name: str
+    pipe: str
+    start: float
+    end: float
+
+
+@dataclass
+class Cost:
+    """Modelled device time of one instruction stream."""
+    cycles: float
+    microseconds: float
+    timeline: list
+    busy: dict            # pipe name -> cycles the pipe is occupied
+    instructions: int     # rows that are instructions, not events
+    clock_mhz: float
+
+    def to_chrome_trace(self):
+        """Chrome trace JSON (opens in Perfetto): one row per pipe, times in microseconds."""
+        tids = {p.name: i for i, p in enumerate(Pipe)}
+        events = [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}
+                  for name, tid in tids.items()]
+        events += [{"ph": "X", "pid": 1, "tid": tids[s.pipe], "name": s.name,
+                    "ts": s.start / self.clock_mhz, "dur": (s.end - s.start) / self.clock_mhz,
+                    "args": {"index": s.index}} for s in self.timeline]
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+    def write_chrome_trace(self, path):
+        with open(path, "w") as f:
+            json.dump(self.to_chrome_trace(), f)
+
+
+class CostModel:
+    """The cost constants of one product; keyword arguments override CONSTANTS (calibration)."""
+
+    def __init__(self, product="atlas-a2", **overrides):
+        self.product = get_product(product)
+        unknown = set(overrides) - set(CONSTANTS) - {"gm_bytes_per_cycle", "clock_mhz"}
+        if unknown:
+            raise ValueError(f"CostModel: unknown constants {sorted(unknown)}; known: "
+                             f"{sorted(CONSTANTS) + ['clock_mhz', 'gm_bytes_per_cycle']}")
+        self.values = {name: c.value for name, c in CONSTANTS.items()}
+        self.values["gm_bytes_per_cycle"] = GM_BYTES_PER_CYCLE[self.product.name]
+        self.values["clock_mhz"] = self.product.clock_mhz
+        self.values.update(overrides)
+
+    def instruction_cycles(self, row):
+        """Cycles an instruction occupies its pipe (events: 0)."""
+        op = row[OP]
+        v = self.values
+        if op in RATES:
+            n, epr = repeats(row)
+            rate = RATES[op][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
+            return float(n * epr / rate)
+        if op in (COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB):
+            nbytes = 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
+            per_cycle = v["ub_copy_bytes_per_cycle"] if op == COPY_UB_TO_UB else v["gm_bytes_per_cycle"]
+            return float(v["copy_setup_cycles"] + nbytes / per_cycle)
+        return 0.0
+
+    def estimate(self, rows):
+        """The per-pipe timeline of an instruction stream (rows in issue order)."""
+        v = self.values
+        t_s = 0.0
+        free = {p: 0.0 for p in WORK_PIPES}       # the pipe is occupied until
+        done = {p: 0.0 for p in WORK_PIPES}       # every issued instruction has completed at
+        ready = {p: 0.0 for p in WORK_PIPES}      # barriers and waits: no start before
+        flags = {}
+        gm_free = 0.0
+        timeline, instructions = [], 0
+        for index, row in enumerate(np.asarray(rows).tolist()):  # Python ints: fast to index
+            op = row[OP]
+            name = MASK_APIS[row[SRC1]] if op == SET_MASK else OP_NAMES.get(op, str(op))
+            if op in (SET_MASK, SCALAR_ACCESS):
+                timeline.append(Span(index, name, "PIPE_S", t_s, t_s + v["mask_setup_cycles"]))
+                t_s += v["mask_setup_cycles"]
+                continue
+            dispatch, t_s = t_s, t_s + v["issue_cycles"]
+            if op == PIPE_BARRIER:
+                pipes = WORK_PIPES if row[DST] == Pipe.PIPE_ALL else (Pipe(row[DST]),)
+                for p in pipes:
+                    ready[p] = max(ready[p], done[p] + v["barrier_drain_cycles"])
+                timeline.append(Span(index, name, "PIPE_S", dispatch, t_s))
+            elif op == SET_FLAG:
+                src = Pipe(row[DST])
+                when = t_s if src == Pipe.PIPE_S else max(done[src], dispatch)
+                flags.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(when)
+                timeline.append(Span(index, name, src.name, when, when))
+            elif op == WAIT_FLAG:
+                dst = Pipe(row[SRC0])
+                pending = flags.get((row[DST], row[SRC0], row[SRC1]))
+                when = pending.pop(0) if pending else dispatch
+                if dst == Pipe.PIPE_S:
+                    t_s = max(t_s, when)
+                else:
+                    ready[dst] = max(ready[dst], when)
+                timeline.append(Span(index, name, dst.name, when, when))
+            else:
+                instructions += 1
+                pipe = PIPE_OF.get(op, Pipe.PIPE_V)
+                start = max(dispatch, free[pipe], ready[pipe])
+                gm = op in (COPY_GM_TO_UB, COPY_UB_TO_GM)
+                if gm:  # MTE2 and MTE3 share the core's GM bandwidth
+                    start = max(start, gm_free)
+                end = start + self.instruction_cycles(row)
+                free[pipe] = end
+                if gm:
+                    gm_free = end
+                latency = v["reduce_latency_cycles"] if op in REDUCTIONS else 0.0
+                done[pipe] = max(done[pipe], end + latency)
+                timeline.append(Span(index, name, pipe.name, start, end))
+        total = max([t_s, *done.values()])
+        busy = {p.name: sum(s.end - s.start for s in timeline if s.pipe == p.name)
+                for p in WORK_PIPES}
+        return Cost(total, total / v["clock_mhz"], timeline, busy, instructions, v["clock_mhz"])
+
+
+def constants_table():
+    """Markdown table of every constant with its source (for the README and the CLI)."""
+    lines = ["| constant | value | source |", "|---|---|---|"]
+    for name, c in CONSTANTS.items():
+        mark = " (UNCONFIRMED)" if c.unconfirmed else ""
+        lines.append(f"| {name} | {c.value:g} | {c.source}{mark} |")
+    rates = ", ".join(f"{p}: {r}" for p, r in GM_BYTES_PER_CYCLE.items())
+    lines.append(f"| gm_bytes_per_cycle | {rates} | runtime ini ddr_rate; units UNCONFIRMED |")
+    return "\n".join(lines)
