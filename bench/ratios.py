@@ -33,6 +33,12 @@ def main():
         subprocess.run([sys.executable, "-c", COLD_START], check=True)
         times.append(time.perf_counter() - start)
     print(f"cold start (warm Numba cache), median of 5: {sorted(times)[2]:.2f} s")
+    import lngb
+    lngb.core._PROGRAMS.clear()
+    start = time.perf_counter()
+    rows = lngb.sweep([(4, 8, 512)], ["float32"], ["atlas-a2"])
+    print(f"sweep of {len(rows)} temp sizes, [4,8,512] float, programs not cached: "
+          f"{time.perf_counter() - start:.2f} s")
 
 
 if __name__ == "__main__":

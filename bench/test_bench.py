@@ -23,6 +23,14 @@ def test_speed(benchmark, case, side):
     benchmark(func)
 
 
+def test_sweep_of_every_temp_size_for_4_8_512_float(benchmark):
+    """About 4 000 tilings in 32-byte steps, cost model included (target: under 10 s)."""
+    import lngb
+    benchmark.group = "sweep"
+    benchmark.pedantic(lngb.sweep, args=([(4, 8, 512)], ["float32"], ["atlas-a2"]),
+                       setup=lngb.core._PROGRAMS.clear, rounds=3, iterations=1)
+
+
 def test_cold_start_with_a_warm_numba_cache(benchmark):
     subprocess.run([sys.executable, "-c", COLD_START], check=True)  # warms the cache
     benchmark.group = "cold start"

@@ -21,8 +21,9 @@ def python_blocks():
     return re.findall(r"```python\n(.*?)```", README, re.S)
 
 
-def test_python_examples_print_what_their_comments_say():
+def test_python_examples_print_what_their_comments_say(tmp_path, monkeypatch):
     """Each `print(...)  # expected` line must print `expected` (whitespace-normalised)."""
+    monkeypatch.chdir(tmp_path)  # the examples write files
     checks = []
 
     def check(expected, *values):
