@@ -192,8 +192,9 @@ class AICore:
                     allocated=self.allocated, flags=dict(self.flags))
 
     def _set_state(self, state):
-        for name, value in state.items():
-            setattr(self, name, dict(value) if name == "flags" else value)
+        self.mask_mode, self.mask_high, self.mask_low = (state["mask_mode"], state["mask_high"],
+                                                         state["mask_low"])
+        self.allocated, self.flags = state["allocated"], dict(state["flags"])
 
     def run_recorded(self, key, body, gms=()):
         """Run a data-independent kernel `body()` all or nothing: every instruction is validated
@@ -231,7 +232,7 @@ class AICore:
             warnings.warn(message, stacklevel=3)
         if self.mode != "fast":
             return
-        if tuple(g.size for g in gms) != program.gm_sizes:
+        if tuple([g.size for g in gms]) != program.gm_sizes:
             raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
                                        f"bytes, the program was recorded with {program.gm_sizes}")
         execute(self.ub, gms, program.rows)
