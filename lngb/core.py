@@ -12,6 +12,7 @@ from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.kernels import execute
 from .vector_ops.program import (EVENT_BASE, GM_SLOT, GM_SLOTS, N_COLS, OP, SCALAR_ACCESS,
                                  SET_FLAG, WAIT_FLAG, event_row)
+from .trace import TraceRecord, call_site, describe_operands
 from .vector_ops.types import MaskMode, Pipe
 
 MODES = ("fast", "observed", "checked")
@@ -24,20 +25,6 @@ VREG_COUNT, VREG_BYTES = 8, 256
 
 
 @dataclass
-class TraceRecord:
-    """One executed instruction or event, in issue order, with its resolved row."""
-    seq: int
-    pipe: str
-    name: str
-    row: Any
-
-    @property
-    def is_instruction(self):
-        """False for events (barriers, flags, mask setup, scalar accesses)."""
-        return self.row[OP] < EVENT_BASE
-
-
-@dataclass
 class Program:
     """A recorded instruction stream (events included), the core state it leaves behind, the
     GM buffer sizes it was recorded with and the warnings its body raised."""
@@ -45,6 +32,7 @@ class Program:
     end_state: dict
     gm_sizes: tuple
     warnings: tuple
+    records: list  # a TraceRecord per row, for stepping through the program
 
 
 PROGRAM_CACHE_SIZE = 512
@@ -158,6 +146,8 @@ class AICore:
             if gm is not None:
                 row[GM_SLOT] = self._gm_slot(gm)
             self._recording.append(row)
+            self._recorded.append(self._trace_record(len(self._recording), api, pipe, row,
+                                                     operands))
             return
         self.seq += 1
         if row[OP] < EVENT_BASE:
@@ -165,7 +155,11 @@ class AICore:
                 gm = gm.copy()  # a read-only source: numba wants one array type for all GM
             execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
         if self.mode != "fast":
-            self.trace.append(TraceRecord(self.seq, Pipe(pipe).name, api, row.copy()))
+            self.trace.append(self._trace_record(self.seq, api, pipe, row, operands))
+
+    def _trace_record(self, seq, api, pipe, row, operands):
+        return TraceRecord(seq, Pipe(pipe).name, api, row.copy(), describe_operands(operands),
+                           call_site(), (int(self.mask_mode), self.mask_high, self.mask_low))
 
     def set_flag(self, event, event_id):
         self.flags[event, event_id] = self.flags.get((event, event_id), 0) + 1
@@ -207,31 +201,21 @@ class AICore:
         the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
         sizes in the same order. Warnings the body raised are raised again on every call.
         """
-        if self._recording is not None:  # part of an enclosing recording
-            body()
+        if self._recording is not None or self.mode != "fast":
+            body()  # part of an enclosing recording, or observed: live, one instruction at a time
             return
         gms = tuple(gms) + NO_GMS[len(gms):]
         full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
                     self.mask_high, self.mask_low, self.allocated,
                     tuple(sorted(self.flags.items(), key=repr)) if self.flags else ())
-        program = _PROGRAMS.get(full_key) if self.mode == "fast" else None
+        program = _PROGRAMS.get(full_key)
         if program is not None:
             _PROGRAMS.move_to_end(full_key)
         else:
-            start = self._state()
-            program = self._record(body, gms, start)
-            if self.mode == "fast":
-                _remember(full_key, program)
-            else:  # the observable run, instruction by instruction, now known to pass
-                self._set_state(start)
-        if self.mode != "fast":
-            with warnings.catch_warnings():  # already collected by the dry run
-                warnings.simplefilter("ignore")
-                body()
+            program = self.record(body, gms)
+            _remember(full_key, program)
         for message in program.warnings:
             warnings.warn(message, stacklevel=3)
-        if self.mode != "fast":
-            return
         if tuple([g.size for g in gms]) != program.gm_sizes:
             raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
                                        f"bytes, the program was recorded with {program.gm_sizes}")
@@ -246,10 +230,13 @@ class AICore:
                 return slot
         raise InvalidArgumentError("run_recorded: a DataCopy used a GM buffer not passed in gms")
 
-    def _record(self, body, gms, start):
-        """The dry run: validate every instruction of `body` and collect its rows. On an error
-        the core's state is restored and the warnings raised so far are passed on."""
-        self._recording, self._recording_gms = [], gms
+    def record(self, body, gms=()):
+        """The dry run: validate every instruction of `body` and collect its rows, executing
+        nothing. The core's mask, allocator and flags end as the body leaves them; on an error
+        they are restored and the warnings raised so far are passed on."""
+        gms = tuple(gms) + NO_GMS[len(gms):]
+        start = self._state()
+        self._recording, self._recording_gms, self._recorded = [], gms, []
         error = None
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -267,4 +254,4 @@ class AICore:
                 warnings.warn(message, stacklevel=4)
             raise error
         return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), self._state(),
-                       tuple(g.size for g in gms), messages)
+                       tuple(g.size for g in gms), messages, self._recorded)
