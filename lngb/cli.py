@@ -117,6 +117,25 @@ def sweep_command(args):
     return 0
 
 
+def debug_command(args):
+    from .debug import DebugShell, Debugger
+    dtype = DTYPES[args.dtype]
+    shape = args.shape
+    if args.dy:
+        dy = _read_bin("inputDy", args.dy, shape, dtype)
+        rfg = _read_bin("resForGamma", args.res_for_gamma or args.dy, shape, dtype)
+    else:  # the documented example's inputs: arange over the whole tensor
+        dy = rfg = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+    debugger = Debugger(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
+                        is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
+    if args.commands:
+        with open(args.commands) as commands:
+            DebugShell(debugger, stdin=commands).cmdloop()
+    else:
+        DebugShell(debugger).cmdloop()
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lngb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -150,6 +169,15 @@ def main(argv=None):
     p.add_argument("--plot", help="write a PNG plot here (needs lngb[plot])")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=sweep_command)
+    p = sub.add_parser("debug", help="step through the kernel one instruction at a time")
+    p.add_argument("--shape", type=_shape, default=(1, 8, 8),
+                   help="B,S,H (default 1,8,8: the documented example)")
+    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--dy", help="inputDy .bin file (default: arange inputs)")
+    p.add_argument("--res-for-gamma", help="resForGamma .bin file (default: the same as --dy)")
+    p.add_argument("--commands", help="read debugger commands from this file")
+    _common_options(p)
+    p.set_defaults(func=debug_command)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

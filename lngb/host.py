@@ -141,6 +141,53 @@ def _plan(shape, dtype, product, stack_buffer_size, is_reuse_source):
     return plan
 
 
+class SampleKernel:
+    """The sample kernel around the API, on a fresh core: DataCopy GM -> UB of inputDy and
+    resForGamma, LayerNormGradBeta, DataCopy UB -> GM of the outputs, with the MTE2 -> V and
+    V -> MTE3 events a TQue-based kernel emits between them. Calling it runs the body; `tensors`
+    names its LocalTensors once it has run (or been recorded)."""
+
+    def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
+                 reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", sat_mode=None):
+        _check_inputs(input_dy, res_for_gamma)
+        self.dtype, self.shape = input_dy.dtype, input_dy.shape
+        self.core = AICore(product, mode, sat_mode=sat_mode)
+        self.plan = _plan(self.shape, self.dtype, self.core.product, stack_buffer_size,
+                          is_reuse_source)
+        self.reuse = (bool(is_reuse_source), reuse_buffer)
+        # GM: the inputs are only ever read (no instruction writes them), so they are used in
+        # place; the outputs are fresh arrays the UB -> GM copies fill.
+        h = self.shape[2]
+        self.pd_gamma, self.pd_beta = np.empty(h, self.dtype), np.empty(h, self.dtype)
+        self.gms = (_gm_bytes(input_dy), _gm_bytes(res_for_gamma), self.pd_gamma.view(np.uint8),
+                    self.pd_beta.view(np.uint8))
+        self.key = ("emulate", self.shape, self.dtype.str, self.plan.tmp_bytes, *self.reuse)
+        self.tensors = {}
+
+    def __call__(self):
+        core, dtype, (b, s, h) = self.core, self.dtype, self.shape
+        gm_dy, gm_rfg, gm_g, gm_b = (GlobalTensor.in_arena(g, 0, dtype, g.size // dtype.itemsize)
+                                     for g in self.gms)
+        dy = core.alloc(self.shape, dtype, "VECIN")
+        rfg = core.alloc(self.shape, dtype, "VECIN")
+        out_g = core.alloc(h, dtype, "VECOUT")
+        out_b = core.alloc(h, dtype, "VECOUT")
+        tmp = core.alloc(self.plan.tmp_bytes, np.uint8, "VECCALC")
+        self.tensors.update(inputDy=dy, resForGamma=rfg, outputPdGamma=out_g, outputPdBeta=out_b,
+                            sharedTmpBuffer=tmp)
+        with core:
+            DataCopy(dy, gm_dy, b * s * h)
+            DataCopy(rfg, gm_rfg, b * s * h)
+            SetFlag(HardEvent.MTE2_V, 0)
+            WaitFlag(HardEvent.MTE2_V, 0)
+            LayerNormGradBeta(out_g, out_b, rfg, dy, tmp, self.plan.tiling,
+                              is_reuse_source=self.reuse[0], reuse_buffer=self.reuse[1])
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            DataCopy(gm_g, out_g, h)
+            DataCopy(gm_b, out_b, h)
+
+
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
             reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", trace=False,
             sat_mode=None):
@@ -149,44 +196,16 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     The caller's arrays are never modified: the kernel only reads them (as GM), and outputs go to
     new arrays.
     """
-    _check_inputs(input_dy, res_for_gamma)
-    dtype = input_dy.dtype
-    shape = input_dy.shape
-    b, s, h = shape
-    core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
-    plan = _plan(shape, dtype, core.product, stack_buffer_size, is_reuse_source)
-    # GM: the inputs are only ever read (no instruction writes them), so they are used in place;
-    # the outputs are fresh arrays the UB -> GM copies fill.
-    gm_in = [_gm_bytes(a) for a in (input_dy, res_for_gamma)]
-    pd_gamma, pd_beta = np.empty(h, dtype), np.empty(h, dtype)
-    gms = (*gm_in, pd_gamma.view(np.uint8), pd_beta.view(np.uint8))
-
-    def kernel():
-        gm_dy, gm_rfg, gm_g, gm_b = (GlobalTensor.in_arena(g, 0, dtype, g.size // dtype.itemsize)
-                                     for g in gms)
-        dy = core.alloc(shape, dtype, "VECIN")
-        rfg = core.alloc(shape, dtype, "VECIN")
-        out_g = core.alloc(h, dtype, "VECOUT")
-        out_b = core.alloc(h, dtype, "VECOUT")
-        tmp = core.alloc(plan.tmp_bytes, np.uint8, "VECCALC")
-        with core:
-            DataCopy(dy, gm_dy, b * s * h)
-            DataCopy(rfg, gm_rfg, b * s * h)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
-            LayerNormGradBeta(out_g, out_b, rfg, dy, tmp, plan.tiling,
-                              is_reuse_source=is_reuse_source, reuse_buffer=reuse_buffer)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            DataCopy(gm_g, out_g, h)
-            DataCopy(gm_b, out_b, h)
-
-    key = ("emulate", shape, dtype.str, plan.tmp_bytes, bool(is_reuse_source), reuse_buffer)
-    core.run_recorded(key, kernel, gms)
+    kernel = SampleKernel(input_dy, res_for_gamma, product=product,
+                          is_reuse_source=is_reuse_source, reuse_buffer=reuse_buffer,
+                          stack_buffer_size=stack_buffer_size,
+                          mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
+    core = kernel.core
+    core.run_recorded(kernel.key, kernel, kernel.gms)
     rows = (core.last_program.rows if core.mode == "fast"
             else np.array([record.row for record in core.trace]))
-    return EmulationResult(pd_gamma, pd_beta, plan.tiling, core, core.trace if trace else None,
-                           rows)
+    return EmulationResult(kernel.pd_gamma, kernel.pd_beta, kernel.plan.tiling, core,
+                           core.trace if trace else None, rows)
 
 
 def _gm_bytes(array):

@@ -28,7 +28,9 @@ def call_site():
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith(_VECTOR_OPS) or name in _INTERNAL):
-            return f"{os.path.relpath(name) if name.startswith(os.getcwd()) else name}:{frame.f_lineno}"
+            if name.startswith(_LNGB_DIR):
+                name = os.path.relpath(name, os.path.dirname(_LNGB_DIR))
+            return f"{name}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
 

@@ -1,0 +1,230 @@
+"""Step through the sample kernel one instruction or event at a time.
+
+The kernel is recorded once (a dry run that validates everything and executes nothing); the
+debugger then executes the recorded rows one by one on the core, so the UB, the mask register
+and the trace can be inspected between any two instructions. `lngb debug` wraps it in a small
+command loop (step, until, break, watch, run, ub, mask, trace, next, tensors, quit) that can read
+its commands from a file.
+"""
+import cmd
+import shlex
+
+import numpy as np
+
+from .host import SampleKernel
+from .vector_ops.kernels import execute
+from .vector_ops.types import MaskMode
+
+DTYPES = {"f32": np.float32, "f16": np.float16, "u8": np.uint8, "i32": np.int32}
+
+
+class Debugger:
+    """A recorded run of the sample kernel, executed on demand.
+
+    `records[pc]` is the next instruction or event; `step`, `run_until` and `run` execute them,
+    `breakpoints` (instruction names) and `watchpoints` (UB byte ranges) stop `run`."""
+
+    def __init__(self, input_dy, res_for_gamma, **emulate_options):
+        self.kernel = SampleKernel(input_dy, res_for_gamma, **emulate_options)
+        core = self.core = self.kernel.core
+        start = core._state()
+        program = core.record(self.kernel, self.kernel.gms)
+        core._set_state(start)
+        self.rows, self.records, self.pc = program.rows, program.records, 0
+        self.executed = []
+        self.breakpoints, self.watchpoints = set(), []
+
+    @property
+    def tensors(self):
+        """The kernel's LocalTensors by their API argument names."""
+        return self.kernel.tensors
+
+    @property
+    def next(self):
+        """The record the next step executes (None at the end)."""
+        return self.records[self.pc] if self.pc < len(self.records) else None
+
+    @property
+    def finished(self):
+        return self.pc == len(self.records)
+
+    @property
+    def mask(self):
+        """(mode, mask_high, mask_low) of the mask register now."""
+        return (self.core.mask_mode, self.core.mask_high, self.core.mask_low)
+
+    def view(self, tensor):
+        """A typed copy of a LocalTensor (or of a tensor named in `tensors`) as it is now."""
+        tensor = self.tensors[tensor] if isinstance(tensor, str) else tensor
+        return tensor.read()
+
+    def results(self):
+        """(pd_gamma, pd_beta) as the UB -> GM copies have written them so far."""
+        return self.kernel.pd_gamma.copy(), self.kernel.pd_beta.copy()
+
+    def step(self, n=1):
+        """Execute the next n records; returns them."""
+        done = []
+        for _ in range(n):
+            if self.finished:
+                break
+            done.append(self._execute_next())
+        return done
+
+    def run_until(self, target):
+        """Execute until the next record matches `target` (a seq number, an instruction name or a
+        predicate on the record), or the end. Returns the matching record or None."""
+        matches = (target if callable(target) else
+                   (lambda r: r.seq == target) if isinstance(target, int) else
+                   (lambda r: r.name == target))
+        while not self.finished:
+            if matches(self.next):
+                return self.next
+            self._execute_next()
+        return None
+
+    def watch(self, start, end=None):
+        """Stop `run` after an instruction that changes UB bytes [start, end) (or a tensor)."""
+        if end is None:
+            start, end = start.address, start.address + start.nbytes
+        self.watchpoints.append((int(start), int(end)))
+
+    def run(self):
+        """Execute until a breakpoint (stops before the instruction), a watchpoint (stops after
+        the instruction that changed the bytes) or the end. Returns (reason, record)."""
+        first = True
+        while not self.finished:
+            if not first and self.next.name in self.breakpoints:
+                return "breakpoint", self.next
+            first = False
+            before = [self.core.ub[a:b].copy() for a, b in self.watchpoints]
+            record = self._execute_next()
+            for (a, b), old in zip(self.watchpoints, before):
+                if not np.array_equal(self.core.ub[a:b], old):
+                    return f"watchpoint [{a}, {b})", record
+        return "end", None
+
+    def _execute_next(self):
+        record = self.records[self.pc]
+        execute(self.core.ub, self.kernel.gms, self.rows[self.pc:self.pc + 1])
+        self.core.mask_mode, self.core.mask_high, self.core.mask_low = record.mask_after
+        self.core.seq += 1
+        self.pc += 1
+        self.executed.append(record)
+        return record
+
+
+class DebugShell(cmd.Cmd):
+    """The `lngb debug` command loop."""
+
+    intro = "lngb debug: step, until, break, watch, run, ub, mask, trace, next, tensors, quit"
+    prompt = "(lngb) "
+
+    def __init__(self, debugger, stdin=None, stdout=None):
+        super().__init__(stdin=stdin, stdout=stdout)
+        if stdin is not None:  # commands from a file: echo each one instead of a prompt
+            self.use_rawinput, self.prompt = False, ""
+        self.dbg = debugger
+
+    def say(self, text):
+        self.stdout.write(text + "\n")
+
+    def show(self, records):
+        from .trace import format_record
+        for record in records:
+            self.say(format_record(record))
+
+    def do_step(self, arg):
+        """step [n]: execute the next n instructions or events (default 1)."""
+        self.show(self.dbg.step(int(arg) if arg else 1))
+        self._at_end()
+
+    do_s = do_step
+
+    def do_until(self, arg):
+        """until <seq | name>: execute until the next record has that sequence number or name."""
+        target = int(arg) if arg.isdigit() else arg
+        record = self.dbg.run_until(target)
+        self.say(f"at #{record.seq} {record.name}" if record else "reached the end")
+
+    def do_break(self, arg):
+        """break <name>: stop `run` before every instruction of that name; no argument: list."""
+        if arg:
+            self.dbg.breakpoints.add(arg)
+        self.say("breakpoints: " + (", ".join(sorted(self.dbg.breakpoints)) or "none"))
+
+    def do_watch(self, arg):
+        """watch <tensor> | watch <start> <end>: stop `run` when those UB bytes change."""
+        parts = arg.split()
+        if len(parts) == 1:
+            self.dbg.watch(self.dbg.tensors[parts[0]])
+        else:
+            self.dbg.watch(int(parts[0]), int(parts[1]))
+        self.say("watchpoints: " + ", ".join(f"[{a}, {b})" for a, b in self.dbg.watchpoints))
+
+    def do_run(self, arg):
+        """run: execute until a breakpoint, a watchpoint or the end."""
+        reason, record = self.dbg.run()
+        if record is None:
+            self.say("reached the end")
+            self._at_end()
+        else:
+            self.say(f"stopped ({reason}) at #{record.seq} {record.name} ({record.source})")
+
+    do_c = do_continue = do_run
+
+    def do_next(self, arg):
+        """next: show the record the next step executes."""
+        record = self.dbg.next
+        self.show([record]) if record else self.say("reached the end")
+
+    def do_ub(self, arg):
+        """ub <tensor> | ub <address> <count> [f32|f16|u8|i32]: show UB contents now."""
+        parts = shlex.split(arg)
+        if len(parts) == 1:
+            values = self.dbg.view(parts[0])
+        else:
+            dtype = np.dtype(DTYPES[parts[2] if len(parts) > 2 else "f32"])
+            start = int(parts[0])
+            values = self.dbg.core.ub[start:start + int(parts[1]) * dtype.itemsize].view(dtype)
+        self.say(np.array2string(np.asarray(values).reshape(-1), threshold=64))
+
+    def do_mask(self, arg):
+        """mask: the mask register's mode and words now."""
+        mode, high, low = self.dbg.mask
+        self.say(f"mode={MaskMode(mode).name} mask_high={high:#x} mask_low={low:#x}")
+
+    def do_trace(self, arg):
+        """trace [n]: the last n executed records (default 10)."""
+        self.show(self.dbg.executed[-(int(arg) if arg else 10):])
+
+    def do_tensors(self, arg):
+        """tensors: the kernel's LocalTensors."""
+        for name, t in self.dbg.tensors.items():
+            self.say(f"{name:16} UB@{t.address:<7} {t.size} x {t.dtype.name} ({t.position})")
+
+    def do_quit(self, arg):
+        """quit: leave the debugger."""
+        return True
+
+    do_q = do_exit = do_EOF = do_quit
+
+    def default(self, line):
+        self.say(f"unknown command {line.split()[0]!r}; try help")
+
+    def emptyline(self):
+        pass
+
+    def onecmd(self, line):
+        if self.use_rawinput is False and line.strip():
+            self.say(f"(lngb) {line.rstrip()}")
+        try:
+            return super().onecmd(line)
+        except (ValueError, KeyError, IndexError) as err:
+            self.say(f"error: {err}")
+
+    def _at_end(self):
+        if self.dbg.finished:
+            gamma, beta = self.dbg.results()
+            self.say(f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
+                     f"pdBeta={np.array2string(beta, threshold=16)}")

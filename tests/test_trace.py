@@ -1,0 +1,110 @@
+"""Trace records, their renderers, and stepping through the kernel."""
+import json
+
+import numpy as np
+import pytest
+
+import lngb
+from lngb.debug import DebugShell, Debugger
+from lngb.trace import format_listing, write_chrome_trace, write_jsonl
+from lngb.vector_ops import MaskMode
+
+SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+MUL_LINE = next(i for i, line in enumerate(open(lngb.operator.__file__), 1)
+                if "Mul(product, dy, rfg" in line)
+
+
+def test_records_describe_each_instruction():
+    trace = lngb.emulate(SEED, SEED, trace=True).trace
+    assert [r.seq for r in trace] == list(range(1, len(trace) + 1))
+    mul = next(r for r in trace if r.name == "Mul")
+    assert mul.pipe == "PIPE_V" and mul.dtype == "f32" and mul.mask == ("counter", 64)
+    assert [o[0] for o in mul.operands] == ["dst", "src0", "src1"]
+    assert mul.operands[1][1:] == ("UB@0", "VECIN", "float32")
+    assert mul.strides == {"blk": (1, 1, 1), "rep": (8, 8, 8)}
+    assert mul.bytes_moved == (512, 256)
+    assert mul.source == f"lngb/operator.py:{MUL_LINE}"
+    assert mul.mask_after == (MaskMode.COUNTER, 0, 64)
+    copies = [r for r in trace if r.name == "DataCopy"]
+    assert [r.pipe for r in copies] == ["PIPE_MTE2", "PIPE_MTE2", "PIPE_MTE3", "PIPE_MTE3"]
+    assert copies[0].bytes_moved == (256, 256)
+    events = [r.name for r in trace if not r.is_instruction]
+    assert events[:3] == ["SetFlag", "WaitFlag", "SetMaskCount"] and "PipeBarrier" in events
+
+
+def test_renderers(tmp_path):
+    result = lngb.emulate(SEED, SEED, trace=True)
+    listing = format_listing(result.trace).splitlines()
+    assert len(listing) == len(result.trace) and "Mul.f32" in listing[6]
+    write_jsonl(result.trace, tmp_path / "t.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [d["name"] for d in lines] == [r.name for r in result.trace]
+    assert lines[6]["bytes_read"] == 512 and lines[6]["mask"] == ["counter", 64]
+    write_chrome_trace(result.trace, tmp_path / "t.json", result.cost)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == len(result.trace)
+    assert {e["tid"] for e in spans} == {0, 1, 2, 3}   # S, V, MTE2, MTE3
+
+
+def test_the_debugger_steps_through_the_same_stream_as_observed_mode():
+    observed = lngb.emulate(SEED, SEED, trace=True).trace
+    dbg = Debugger(SEED, SEED)
+
+    def stream(records):  # a recorded DataCopy also names its GM buffer's slot
+        rows = [r.row.copy() for r in records]
+        for row, r in zip(rows, records):
+            if r.name == "DataCopy":
+                row[lngb.vector_ops.program.GM_SLOT] = 0
+        return [(r.name, row.tolist()) for r, row in zip(records, rows)]
+
+    assert stream(dbg.records) == stream(observed)
+    dbg.breakpoints.add("Mul")
+    assert dbg.run()[0] == "breakpoint" and dbg.next.name == "Mul"
+    assert not dbg.view("sharedTmpBuffer").any()
+    dbg.step()
+    assert dbg.view("sharedTmpBuffer").view(np.float32)[:4].tolist() == [0, 1, 4, 9]
+    dbg.watch(dbg.tensors["outputPdGamma"])
+    reason, record = dbg.run()
+    assert reason.startswith("watchpoint") and record.name == "Adds"
+    assert dbg.mask == (MaskMode.COUNTER, 0, 8)
+    assert dbg.run_until("DataCopy").name == "DataCopy"
+    assert dbg.run_until(lambda r: False) is None and dbg.finished
+    gamma, beta = dbg.results()
+    assert gamma.tolist() == [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488]
+    assert np.array_equal(dbg.core.ub, lngb.emulate(SEED, SEED).core.ub)
+
+
+def test_observed_mode_changes_the_ub_instruction_by_instruction():
+    from lngb.vector_ops import Add, Muls
+    core = lngb.AICore(mode="observed")
+    a, b = core.alloc(64, np.float32), core.alloc(64, np.float32)
+    a.write(np.ones(64, np.float32))
+    seen = []
+
+    def kernel():
+        Add(b, a, a, 64)
+        seen.append(b.read()[0])   # a pdb session here sees the UB after the Add
+        Muls(b, b, 3.0, 64)
+
+    core.run_recorded("observed-kernel", kernel)
+    assert seen == [2.0] and b.read()[0] == 6.0
+    assert [r.name for r in core.trace] == ["Add", "Muls"]
+
+
+def test_debug_command_reads_its_commands_from_a_file(tmp_path, capsys):
+    from lngb.cli import main
+    commands = tmp_path / "session.txt"
+    commands.write_text("break Mul\nrun\nstep\nub 576 4 f32\nrun\nquit\n")
+    assert main(["debug", "--commands", str(commands)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped (breakpoint) at #7 Mul" in out
+    assert "[0. 1. 4. 9.]" in out and "finished: pdGamma=" in out
+
+
+def test_debug_shell_reports_bad_commands():
+    import io
+    dbg = Debugger(SEED, SEED)
+    out = io.StringIO()
+    DebugShell(dbg, stdin=io.StringIO("ub nosuch\nfrobnicate\nquit\n"), stdout=out).cmdloop()
+    assert "error: 'nosuch'" in out.getvalue() and "unknown command 'frobnicate'" in out.getvalue()
