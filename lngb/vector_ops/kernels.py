@@ -11,10 +11,11 @@ from .half import HALF_TO_FLOAT_TABLE, float_to_half, half_to_float
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
                       COPY_UB_TO_GM, COPY_UB_TO_UB, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
                       DT_SRC, DUPLICATE, EVENT_BASE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
-                      PAIR_REDUCE_SUM, ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
-                      SRC1_BLK, SRC1_REP, SRC_GAP, SUB, WHOLE_REDUCE_SUM)
+                      ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
+                      SRC1_BLK, SRC1_REP, SRC_GAP, SUB)
 from .types import RoundMode
-from .walk import contiguous, flat_count, lane_active, lane_index, lanes_per_repeat, repeat_count
+from .walk import (contiguous, flat_count, lane_active, lane_index, lanes_per_repeat,
+                   reduce_geometry, repeat_count)
 
 RINT = int(RoundMode.CAST_RINT)
 
@@ -209,12 +210,7 @@ def reduce(f32, u16, row):
     size = dtype_size(dt)
     epr = 256 // size
     sat = row[SAT] != 0
-    if op == BLOCK_REDUCE_SUM:
-        width, unit = 32 // size, 8
-    elif op == WHOLE_REDUCE_SUM:
-        width, unit = epr, 1
-    else:
-        width, unit = 2, epr // 2
+    width, unit = reduce_geometry(op, size, epr)
     values = np.zeros(128, dtype=np.float32)
     present = np.zeros(128, dtype=np.bool_)
     dst = row[DST] // size

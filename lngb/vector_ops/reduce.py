@@ -12,17 +12,13 @@ from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, D
                       FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
                       SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM, as_int64, new_row)
 from .types import Pipe
-
-
-def _group_width(op, size, epr):
-    return {BLOCK_REDUCE_SUM: 32 // size, WHOLE_REDUCE_SUM: epr, PAIR_REDUCE_SUM: 2}[op]
+from .walk import reduce_geometry
 
 
 def _dst_spans(op, dst, dst_rep, lanes, writes_empty_groups):
     """Per-repeat byte ranges of the outputs actually written."""
     size = dst.dtype.itemsize
-    width = _group_width(op, size, lanes.epr)
-    unit = {BLOCK_REDUCE_SUM: 8, WHOLE_REDUCE_SUM: 1, PAIR_REDUCE_SUM: lanes.epr // 2}[op]
+    width, unit = reduce_geometry(op, size, lanes.epr)
     groups = lanes.epr // width
 
     def written(mask):

@@ -4,7 +4,17 @@ Every vector kernel asks these helpers which lanes are active and where lane e o
 operand lives; the kernels themselves only say what happens to one lane.
 """
 from .._jit import njit
-from .program import COUNTER, MASK0, MASK1, REPEAT
+from .program import BLOCK_REDUCE_SUM, COUNTER, MASK0, MASK1, REPEAT, WHOLE_REDUCE_SUM
+
+
+@njit
+def reduce_geometry(op, size, epr):
+    """(lanes summed per output, outputs per unit of dstRepStride) of a reduction."""
+    if op == BLOCK_REDUCE_SUM:
+        return 32 // size, 8
+    if op == WHOLE_REDUCE_SUM:
+        return epr, 1
+    return 2, epr // 2  # PairReduceSum
 
 
 @njit
