@@ -6,12 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import CapacityError, InvalidArgumentError
+from .errors import CapacityError, HazardError, InvalidArgumentError
 from .products import get_product
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.kernels import execute
 from .vector_ops.program import (EVENT_BASE, GM_SLOT, GM_SLOTS, N_COLS, OP, SCALAR_ACCESS,
                                  SET_FLAG, WAIT_FLAG, event_row)
+from .sanitizer import Sanitizer
 from .trace import TraceRecord, call_site, describe_operands
 from .vector_ops.types import MaskMode, Pipe
 
@@ -33,6 +34,7 @@ class Program:
     gm_sizes: tuple
     warnings: tuple
     records: list  # a TraceRecord per row, for stepping through the program
+    checked: Any = None  # the sanitizer state after checking it from a pristine core
 
 
 PROGRAM_CACHE_SIZE = 512
@@ -52,9 +54,6 @@ class AICore:
         self.product = get_product(product)
         if mode not in MODES:
             raise InvalidArgumentError(f"AICore: mode must be one of {MODES}, got {mode!r}")
-        if mode == "checked":
-            raise NotImplementedError("mode='checked' (the sanitizer) is not built yet; "
-                                      "use 'fast' or 'observed'")
         self.mode = mode
         if sat_mode is None:
             sat_mode = self.product.saturation_default
@@ -79,6 +78,8 @@ class AICore:
         self.trace = []
         self._recording = None
         self._recording_gms = NO_GMS
+        self.sanitizer = (Sanitizer(self.ub.size, self.product.kernel_path == "regbase")
+                          if mode == "checked" else None)
         self.last_program = None  # the program the last fast-mode run_recorded executed
 
     def __repr__(self):
@@ -149,13 +150,18 @@ class AICore:
             self._recorded.append(self._trace_record(len(self._recording), api, pipe, row,
                                                      operands))
             return
+        record = None
+        if self.mode != "fast":
+            record = self._trace_record(self.seq + 1, api, pipe, row, operands)
+            if self.sanitizer is not None:
+                self.sanitizer.check(record, self.seq + 1)
         self.seq += 1
         if row[OP] < EVENT_BASE:
             if gm is not None and not gm.flags.writeable:
                 gm = gm.copy()  # a read-only source: numba wants one array type for all GM
             execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
-        if self.mode != "fast":
-            self.trace.append(self._trace_record(self.seq, api, pipe, row, operands))
+        if record is not None:
+            self.trace.append(record)
 
     def _trace_record(self, seq, api, pipe, row, operands):
         return TraceRecord(seq, Pipe(pipe).name, api, row.copy(), describe_operands(operands),
@@ -167,18 +173,23 @@ class AICore:
 
     def wait_flag(self, event, event_id):
         if not self.flags.get((event, event_id)):
-            raise InvalidArgumentError(
-                f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device would "
-                "wait forever")
+            error = HazardError if self.sanitizer is not None else InvalidArgumentError
+            raise error(f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device "
+                        "would wait forever")
         self.flags[event, event_id] -= 1
         self.issue("WaitFlag", event.dst, event_row(WAIT_FLAG, event.src, event.dst, event_id))
 
     def _scalar_access(self, api, tensor, index):
+        if self.sanitizer is not None and api == "GetValue":
+            self.sanitizer.check_scalar_read(tensor.address + index * tensor.dtype.itemsize,
+                                             tensor.dtype.itemsize, self.seq + 1, call_site())
         self.issue(api, Pipe.PIPE_S, event_row(SCALAR_ACCESS,
                                                tensor.address + index * tensor.dtype.itemsize))
 
     def _host_write(self, tensor, nbytes):
-        """Host writes are not instructions; hook point for the sanitizer's shadow memory."""
+        """Host writes are not instructions, but they initialise UB bytes."""
+        if self.sanitizer is not None:
+            self.sanitizer.host_write(tensor.address, nbytes)
 
     # --- validate a whole kernel body, then run it; in fast mode, replay it -------------------
     def _state(self):
@@ -201,8 +212,9 @@ class AICore:
         the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
         sizes in the same order. Warnings the body raised are raised again on every call.
         """
-        if self._recording is not None or self.mode != "fast":
-            body()  # part of an enclosing recording, or observed: live, one instruction at a time
+        if (self._recording is not None or self.mode == "observed"
+                or (self.sanitizer is not None and not self.sanitizer.pristine)):
+            body()  # part of an enclosing recording, or live: one instruction at a time
             return
         gms = tuple(gms) + NO_GMS[len(gms):]
         full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
@@ -219,10 +231,27 @@ class AICore:
         if tuple([g.size for g in gms]) != program.gm_sizes:
             raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
                                        f"bytes, the program was recorded with {program.gm_sizes}")
+        if self.sanitizer is not None:
+            self._check_program(program)
         execute(self.ub, gms, program.rows)
         self.seq += len(program.rows)
         self.last_program = program
         self._set_state(program.end_state)
+
+    def _check_program(self, program):
+        """Sanitize a program on a pristine core; the outcome is reused by later pristine runs."""
+        if program.checked is None:
+            start = self.sanitizer.snapshot()
+            try:
+                for record in program.records:
+                    self.sanitizer.check(record, record.seq)
+            except Exception:
+                self.sanitizer.restore(start)
+                raise
+            program.checked = self.sanitizer.snapshot()
+        else:
+            self.sanitizer.restore(program.checked)
+        self.trace.extend(program.records)
 
     def _gm_slot(self, gm):
         for slot, candidate in enumerate(self._recording_gms):

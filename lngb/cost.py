@@ -17,7 +17,8 @@ from .vector_ops.program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE
                                  COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB, COUNTER, DST,
                                  DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MUL, MULS, OP,
                                  PAIR_REDUCE_SUM, PIPE_BARRIER, REPEAT, SCALAR_ACCESS, SET_FLAG,
-                                 SET_MASK, SRC0, SRC1, SUB, WAIT_FLAG, WHOLE_REDUCE_SUM)
+                                 SET_MASK, SRC0, SRC1, SUB, UNDEFINE, WAIT_FLAG,
+                                 WHOLE_REDUCE_SUM)
 from .vector_ops.mask import MASK_APIS
 from .vector_ops.types import Pipe
 
@@ -149,6 +150,8 @@ class CostModel:
         for index, row in enumerate(np.asarray(rows).tolist()):  # Python ints: fast to index
             op = row[OP]
             name = MASK_APIS[row[SRC1]] if op == SET_MASK else OP_NAMES.get(op, str(op))
+            if op == UNDEFINE:
+                continue  # a declaration for the sanitizer, not a device instruction
             if op in (SET_MASK, SCALAR_ACCESS):
                 timeline.append(Span(index, name, "PIPE_S", t_s, t_s + v["mask_setup_cycles"]))
                 t_s += v["mask_setup_cycles"]

@@ -202,7 +202,9 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
                           mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     core = kernel.core
     core.run_recorded(kernel.key, kernel, kernel.gms)
-    rows = (core.last_program.rows if core.mode == "fast"
+    if core.sanitizer is not None:
+        core.sanitizer.finish(core.flags)
+    rows = (core.last_program.rows if core.last_program is not None  # replayed
             else np.array([record.row for record in core.trace]))
     return EmulationResult(kernel.pd_gamma, kernel.pd_beta, kernel.plan.tiling, core,
                            core.trace if trace else None, rows)

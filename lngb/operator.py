@@ -14,6 +14,8 @@ from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
 from .vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                          Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode, SetMaskCount,
                          SetMaskNorm, SetVectorMask, UnaryRepeatParams)
+from .vector_ops.program import UNDEFINE, event_row
+from .vector_ops.types import Pipe
 
 API = "LayerNormGradBeta"
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -60,6 +62,12 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
         path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
         path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
              shared_tmp.ReinterpretCast(np.float32), tiling, reuse)
+        if reuse:
+            # isReuseSource leaves inputDy (as documented) and resForGamma[0:oneCalSize] (what
+            # CANN's kernel clobbers) undefined: the sanitizer catches later reads of either.
+            for tensor, n in ((inputDy, inputDy.size), (resForGamma, tiling.oneCalSize)):
+                core.issue("Undefine", Pipe.PIPE_S,
+                           event_row(UNDEFINE, tensor.address, min(n, tensor.size) * 4))
 
     key = (API, tuple((t.address, t.size, t.dtype.str, t.position) for _, t in tensors),
            tiling.to_bytes(), bool(is_reuse_source), reuse_buffer)

@@ -77,6 +77,7 @@ class LocalTensor:
         self._check_index(index, "SetValue")
         self.core._scalar_access("SetValue", self, index)
         self._host_view()[index] = value
+        self.core._host_write(self[index], self.dtype.itemsize)
 
     def _check_index(self, index, api):
         if not 0 <= index < self.size:

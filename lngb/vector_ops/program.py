@@ -25,9 +25,11 @@ COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB = 50, 51, 52
 # PipeBarrier: DST = pipe; SetFlag/WaitFlag: DST = source pipe, SRC0 = destination pipe,
 # SRC1 = event id; mask setup: SRC1 = which call (mask.MASK_APIS), COUNTER, MASK0, MASK1 = the
 # mode and register after it;
-# GetValue/SetValue: DST = the UB address.
+# GetValue/SetValue: DST = the UB address; UNDEFINE (no device instruction: a call declaring bytes
+# undefined, e.g. the buffers isReuseSource clobbers, for the sanitizer): DST = address,
+# SRC0 = bytes.
 EVENT_BASE = 60
-PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS = 60, 61, 62, 63, 64
+PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS, UNDEFINE = 60, 61, 62, 63, 64, 65
 
 # Data type codes used inside kernels.
 F32, F16 = 0, 1
