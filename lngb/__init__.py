@@ -11,4 +11,4 @@ from . import vector_ops
 from .operator import LayerNormGradBeta
 from .host import EmulationResult, emulate, emulate_operator
 from .cost import CostModel
-from .sweep import sweep
+from .sweeps import sweep

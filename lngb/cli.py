@@ -101,8 +101,8 @@ def _shape(text):
 
 
 def sweep_command(args):
-    from .sweep import format_table, plot, sweep, write_csv
-    rows = sweep(args.shape or [(4, 8, 512)], args.dtype or ["float32"],
+    from .sweeps import format_table, plot, sweep, write_csv
+    rows = sweep(args.shape or [(4, 8, 512)], [DTYPES[d] for d in args.dtype or ["float32"]],
                  args.product or ["atlas-a2"], step=args.step, measure=args.measure,
                  progress=not args.quiet and sys.stderr.isatty())
     print(format_table(rows))

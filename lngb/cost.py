@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .products import get_product
+from .products import PRODUCTS, get_product
 from .vector_ops.program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST,
                                  COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB, COUNTER, DST,
-                                 DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MUL, MULS, OP,
+                                 DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MASK_SETS, MUL,
+                                 MULS, OP,
                                  PAIR_REDUCE_SUM, PIPE_BARRIER, REPEAT, SCALAR_ACCESS, SET_FLAG,
                                  SET_MASK, SRC0, SRC1, SUB, UNDEFINE, WAIT_FLAG,
                                  WHOLE_REDUCE_SUM)
@@ -33,28 +34,34 @@ class Constant:
 CONSTANTS = {
     "issue_cycles": Constant(1, "scalar dispatch per instruction or event; no published "
                                 "figure (spec §10.8)", True),
-    "mask_setup_cycles": Constant(1, "mask setup ops take about one cycle [S43][S56]"),
+    "mask_setup_cycles": Constant(1, "mask setup ops take about one cycle [S43][S56]; count-form "
+                                     "calls make 4, a mask argument 1"),
+    "scalar_access_cycles": Constant(1, "GetValue/SetValue on the scalar pipe; no published "
+                                        "figure", True),
     "barrier_drain_cycles": Constant(4, "PipeBarrier drain after the pipe's last completion; "
                                         "no published figure", True),
     "reduce_latency_cycles": Constant(3, "reductions pay roughly 2-5 Add-equivalents of latency "
                                          "[S56]", True),
-    "copy_setup_cycles": Constant(30, "DMA setup per DataCopy; no published figure", True),
+    "copy_setup_cycles": Constant(30, "DMA setup per GM DataCopy; no published figure", True),
     "ub_copy_bytes_per_cycle": Constant(256, "UB->UB DataCopy, 950 figure [S44], used for all",
                                         True),
+    # GM bytes per cycle per core: the runtime ini's ddr_rate (units not stated) [S6-S9].
+    "gm_bytes_per_cycle": Constant({"atlas-a2": 32, "atlas-a3": 32, "atlas-inference": 17,
+                                    "atlas-350": 31}, "runtime ini ddr_rate [S6][S7][S8][S9]; "
+                                   "units not stated; MTE2 and MTE3 share it", True),
+    "clock_mhz": Constant({name: p.clock_mhz for name, p in PRODUCTS.items()},
+                          "the products table: runtime ini / npu-smi clocks [S6][S7][S8][S9]"),
+    # Elements per cycle per core, (half, float) [S44]: Add-like instructions, Duplicate and pair
+    # reductions run one 256-byte repeat per cycle; half block and whole reductions and float
+    # whole reductions take 7 cycles per repeat.
+    "rates": Constant({ADD: (128, 64), SUB: (128, 64), MUL: (128, 64), ADDS: (128, 64),
+                       MULS: (128, 64), DUPLICATE: (128, 64), CAST: (64, 64),
+                       BLOCK_REDUCE_SUM: (128 / 7, 64), WHOLE_REDUCE_SUM: (128 / 7, 64 / 7),
+                       PAIR_REDUCE_SUM: (128, 64)}, "Vector instruction rates [S44]"),
 }
-
-# GM bytes per cycle per core: the runtime ini's ddr_rate (units not stated) [S6][S7][S8][S9].
-GM_BYTES_PER_CYCLE = {"atlas-a2": 32, "atlas-a3": 32, "atlas-inference": 17, "atlas-350": 31}
-
-# Elements per cycle per core by instruction and data type [S44]: Add-like instructions, Duplicate
-# and pair reductions run one 256-byte repeat per cycle; half block and whole reductions and float
-# whole reductions take 7 cycles per repeat.
-RATES = {
-    ADD: (128, 64), SUB: (128, 64), MUL: (128, 64), ADDS: (128, 64), MULS: (128, 64),
-    DUPLICATE: (128, 64), CAST: (64, 64), BLOCK_REDUCE_SUM: (128 / 7, 64),
-    WHOLE_REDUCE_SUM: (128 / 7, 64 / 7), PAIR_REDUCE_SUM: (128, 64),
-}
+PER_PRODUCT = ("gm_bytes_per_cycle", "clock_mhz")
 REDUCTIONS = (BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM)
+COPIES = (COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB)
 OP_NAMES = {ADD: "Add", SUB: "Sub", MUL: "Mul", ADDS: "Adds", MULS: "Muls",
             DUPLICATE: "Duplicate", CAST: "Cast", BLOCK_REDUCE_SUM: "BlockReduceSum",
             WHOLE_REDUCE_SUM: "WholeReduceSum", PAIR_REDUCE_SUM: "PairReduceSum",
@@ -110,31 +117,32 @@ class Cost:
 
 
 class CostModel:
-    """The cost constants of one product; keyword arguments override CONSTANTS (calibration)."""
+    """The cost constants of one product; keyword arguments override CONSTANTS (calibration).
+    Per-product constants take a number for the product at hand."""
 
     def __init__(self, product="atlas-a2", **overrides):
         self.product = get_product(product)
-        unknown = set(overrides) - set(CONSTANTS) - {"gm_bytes_per_cycle", "clock_mhz"}
+        unknown = set(overrides) - set(CONSTANTS)
         if unknown:
             raise ValueError(f"CostModel: unknown constants {sorted(unknown)}; known: "
-                             f"{sorted(CONSTANTS) + ['clock_mhz', 'gm_bytes_per_cycle']}")
-        self.values = {name: c.value for name, c in CONSTANTS.items()}
-        self.values["gm_bytes_per_cycle"] = GM_BYTES_PER_CYCLE[self.product.name]
-        self.values["clock_mhz"] = self.product.clock_mhz
+                             f"{sorted(CONSTANTS)}")
+        self.values = {name: (c.value[self.product.name] if name in PER_PRODUCT else c.value)
+                       for name, c in CONSTANTS.items()}
         self.values.update(overrides)
 
     def instruction_cycles(self, row):
         """Cycles an instruction occupies its pipe (events: 0)."""
         op = row[OP]
         v = self.values
-        if op in RATES:
+        if op in v["rates"]:
             n, epr = repeats(row)
-            rate = RATES[op][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
+            rate = v["rates"][op][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
             return float(n * epr / rate)
-        if op in (COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB):
+        if op in COPIES:
             nbytes = 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
-            per_cycle = v["ub_copy_bytes_per_cycle"] if op == COPY_UB_TO_UB else v["gm_bytes_per_cycle"]
-            return float(v["copy_setup_cycles"] + nbytes / per_cycle)
+            if op == COPY_UB_TO_UB:
+                return float(nbytes / v["ub_copy_bytes_per_cycle"])
+            return float(v["copy_setup_cycles"] + nbytes / v["gm_bytes_per_cycle"]) if nbytes else 0.0
         return 0.0
 
     def estimate(self, rows):
@@ -145,7 +153,7 @@ class CostModel:
         done = {p: 0.0 for p in WORK_PIPES}       # every issued instruction has completed at
         ready = {p: 0.0 for p in WORK_PIPES}      # barriers and waits: no start before
         flags = {}
-        gm_free = 0.0
+        gm = _SharedPort()
         timeline, instructions = [], 0
         for index, row in enumerate(np.asarray(rows).tolist()):  # Python ints: fast to index
             op = row[OP]
@@ -153,18 +161,24 @@ class CostModel:
             if op == UNDEFINE:
                 continue  # a declaration for the sanitizer, not a device instruction
             if op in (SET_MASK, SCALAR_ACCESS):
-                timeline.append(Span(index, name, "PIPE_S", t_s, t_s + v["mask_setup_cycles"]))
-                t_s += v["mask_setup_cycles"]
+                cycles = v["mask_setup_cycles"] if op == SET_MASK else v["scalar_access_cycles"]
+                timeline.append(Span(index, name, "PIPE_S", t_s, t_s + cycles))
+                t_s += cycles
                 continue
+            if op < PIPE_BARRIER:  # the call's own mask setup runs on the scalar unit first
+                t_s += v["mask_setup_cycles"] * row[MASK_SETS]
             dispatch, t_s = t_s, t_s + v["issue_cycles"]
             if op == PIPE_BARRIER:
                 pipes = WORK_PIPES if row[DST] == Pipe.PIPE_ALL else (Pipe(row[DST]),)
+                after = max(done[p] for p in pipes) + v["barrier_drain_cycles"]
                 for p in pipes:
-                    ready[p] = max(ready[p], done[p] + v["barrier_drain_cycles"])
-                timeline.append(Span(index, name, "PIPE_S", dispatch, t_s))
+                    ready[p] = max(ready[p], after)
+                if row[DST] == Pipe.PIPE_ALL:  # the scalar unit waits too
+                    t_s = max(t_s, after)
+                timeline.append(Span(index, name, "PIPE_S", dispatch, dispatch + v["issue_cycles"]))
             elif op == SET_FLAG:
                 src = Pipe(row[DST])
-                when = t_s if src == Pipe.PIPE_S else max(done[src], dispatch)
+                when = t_s if src == Pipe.PIPE_S else max(done[src], ready[src], dispatch)
                 flags.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(when)
                 timeline.append(Span(index, name, src.name, when, when))
             elif op == WAIT_FLAG:
@@ -180,13 +194,14 @@ class CostModel:
                 instructions += 1
                 pipe = PIPE_OF.get(op, Pipe.PIPE_V)
                 start = max(dispatch, free[pipe], ready[pipe])
-                gm = op in (COPY_GM_TO_UB, COPY_UB_TO_GM)
-                if gm:  # MTE2 and MTE3 share the core's GM bandwidth
-                    start = max(start, gm_free)
-                end = start + self.instruction_cycles(row)
+                cycles = self.instruction_cycles(row)
+                if op in (COPY_GM_TO_UB, COPY_UB_TO_GM) and cycles:
+                    # MTE2 and MTE3 share the core's GM bandwidth: after its setup, a transfer
+                    # takes the first time the port is free for its whole duration.
+                    setup = v["copy_setup_cycles"]
+                    start = gm.book(start + setup, cycles - setup) - setup
+                end = start + cycles
                 free[pipe] = end
-                if gm:
-                    gm_free = end
                 latency = v["reduce_latency_cycles"] if op in REDUCTIONS else 0.0
                 done[pipe] = max(done[pipe], end + latency)
                 timeline.append(Span(index, name, pipe.name, start, end))
@@ -196,12 +211,35 @@ class CostModel:
         return Cost(total, total / v["clock_mhz"], timeline, busy, instructions, v["clock_mhz"])
 
 
+class _SharedPort:
+    """Busy intervals of a resource that serves one transfer at a time."""
+
+    def __init__(self):
+        self.busy = []  # sorted, disjoint (start, end)
+
+    def book(self, earliest, duration):
+        """Reserve `duration` at the first free time >= earliest; returns its start."""
+        start = earliest
+        for a, b in self.busy:
+            if start + duration <= a:
+                break
+            start = max(start, b)
+        self.busy.append((start, start + duration))
+        self.busy.sort()
+        return start
+
+
 def constants_table():
     """Markdown table of every constant with its source (for the README and the CLI)."""
     lines = ["| constant | value | source |", "|---|---|---|"]
     for name, c in CONSTANTS.items():
         mark = " (UNCONFIRMED)" if c.unconfirmed else ""
-        lines.append(f"| {name} | {c.value:g} | {c.source}{mark} |")
-    rates = ", ".join(f"{p}: {r}" for p, r in GM_BYTES_PER_CYCLE.items())
-    lines.append(f"| gm_bytes_per_cycle | {rates} | runtime ini ddr_rate; units UNCONFIRMED |")
+        if name == "rates":
+            value = "; ".join(f"{OP_NAMES[op]} {h:g}/{f:g}" for op, (h, f) in c.value.items())
+            value = f"elements/cycle half/float: {value}"
+        elif isinstance(c.value, dict):
+            value = ", ".join(f"{k}: {x}" for k, x in c.value.items())
+        else:
+            value = f"{c.value:g}"
+        lines.append(f"| {name} | {value} | {c.source}{mark} |")
     return "\n".join(lines)

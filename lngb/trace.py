@@ -184,10 +184,13 @@ def chrome_trace(records, cost=None):
     pipes = ["PIPE_S", "PIPE_V", "PIPE_MTE2", "PIPE_MTE3"]
     events = [{"ph": "M", "pid": 1, "tid": i, "name": "thread_name", "args": {"name": p}}
               for i, p in enumerate(pipes)]
+    spans = {span.index: span for span in cost.timeline} if cost is not None else {}
     for index, record in enumerate(records):
-        if cost is not None:
-            span = cost.timeline[index]
+        span = spans.get(index)
+        if span is not None:
             ts, dur = span.start / cost.clock_mhz, (span.end - span.start) / cost.clock_mhz
+        elif cost is not None:  # not a device instruction (e.g. Undefine): no time of its own
+            continue
         else:
             ts, dur = float(index), 1.0
         events.append({"ph": "X", "pid": 1, "tid": pipes.index(record.pipe) if record.pipe in pipes

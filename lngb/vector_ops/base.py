@@ -91,7 +91,8 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         scalar_bits(api, scalar, dst.tensor.dtype) if scalar is not None else 0,
         counter, as_int64(word0), as_int64(word1), repeat,
         dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
-        round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0), dtype=np.int64)
+        round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0,
+        4 if count_form else int(is_set_mask)), dtype=np.int64)
     if count_form:
         core.mask_mode = MaskMode.NORMAL
     core.mask_high, core.mask_low = register

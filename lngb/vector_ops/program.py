@@ -6,9 +6,12 @@ either way `kernels.execute` is the only code that gives instructions their sema
 """
 import numpy as np
 
-N_COLS = 20
+N_COLS = 21
 (OP, DT_DST, DT_SRC, DST, SRC0, SRC1, SCALAR, COUNTER, MASK0, MASK1, REPEAT,
- DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, FAMILY) = range(N_COLS)
+ DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, FAMILY,
+ MASK_SETS) = range(N_COLS)
+# MASK_SETS: mask-register writes the call makes itself (cost model only): the count form sets
+# counter mode, the count, normal mode and the full mask (4); a mask argument sets the mask (1).
 
 # DataCopy rows reuse columns: the burst parameters, and which of the GM buffers they use.
 BLOCK_COUNT, BLOCK_LEN, SRC_GAP, DST_GAP, GM_SLOT = REPEAT, DST_BLK, SRC0_BLK, SRC1_BLK, SRC1

@@ -9,7 +9,7 @@ from ..errors import InvalidArgumentError
 from .base import FLOAT_TYPES, Operand, resolve_mask
 from .checks import Lanes, check_inside, check_local, check_range, footprint, spans
 from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, FAMILY,
-                      FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
+                      FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, MASK_SETS, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
                       SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM, as_int64, new_row)
 from .types import Pipe
 from .walk import reduce_geometry
@@ -79,6 +79,7 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     row[SRC0], row[SRC0_BLK], row[SRC0_REP] = src.address, s.blk, s.rep
     row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
     row[REPEAT], row[SAT], row[FAMILY] = repeat, core.sat_mode, family
+    row[MASK_SETS] = int(is_set_mask)
     core.mask_high, core.mask_low = register
     core.issue(api, Pipe.PIPE_V, row, (Operand("dst", dst, 1, dst_rep), s), lanes)
 

@@ -7,12 +7,15 @@ so each distinct tiling is emulated and costed once.
 import csv
 import sys
 import time
+import timeit
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
 from .cost import CostModel
+from .errors import InvalidArgumentError, TilingError
+from .vector_ops.program import EVENT_BASE, OP
 from .host import emulate, free_temp_bytes
 from .products import get_product
 from .tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
@@ -36,13 +39,20 @@ class SweepRow:
     emulator_melem_per_s: Optional[float] = None  # B*S*H / emulator_us
 
 
+DTYPE_NAMES = {"float": "float32", "half": "float16"}
+
+
 def sweep(shapes=((4, 8, 512),), dtypes=("float32",), products=("atlas-a2",), *, step=32,
           sizes=None, measure=0, repeat=7, progress=False, **cost_overrides):
     """One SweepRow per (product, shape, dtype, temp-buffer size), sizes from the tiling's min to
     its max in `step`-byte steps (or the given `sizes`). `measure` sizes, spread evenly over the
-    ones that fit, also get the emulator's warm wall time (median of `repeat` runs)."""
-    configs = [(get_product(p), tuple(s), np.dtype(d)) for p in products for s in shapes
-               for d in dtypes]
+    ones that fit, also get the emulator's warm wall time (median of `repeat` timings).
+    `cost_overrides` calibrate the cost model (lngb.cost.CONSTANTS)."""
+    if step <= 0 or measure < 0 or repeat <= 0:
+        raise InvalidArgumentError(f"sweep: step ({step}) and repeat ({repeat}) must be positive "
+                                   f"and measure ({measure}) not negative")
+    configs = [(get_product(p), tuple(s), np.dtype(DTYPE_NAMES.get(d, d))) for p in products
+               for s in shapes for d in dtypes]
     rows = []
     for i, (product, shape, dtype) in enumerate(configs):
         rows += _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrides,
@@ -52,7 +62,10 @@ def sweep(shapes=((4, 8, 512),), dtypes=("float32",), products=("atlas-a2",), *,
 
 def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrides, progress):
     max_size, min_size = GetLayerNormGradBetaMaxMinTmpSize(shape, dtype.itemsize, False)
-    sizes = range(min_size, max_size + 1, step) if sizes is None else sizes
+    sizes = range(min_size, max_size + 1, step) if sizes is None else sorted(sizes)
+    if not sizes or sizes[0] < min_size:
+        raise TilingError(f"sweep: temp-buffer sizes for {list(shape)} {dtype.name} start at "
+                          f"the minimum {min_size} bytes")
     free, _ = free_temp_bytes(shape, dtype, product)
     model = CostModel(product, **cost_overrides)
     zeros = np.zeros(shape, dtype)
@@ -68,8 +81,8 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
             if stream not in costs:
                 result = emulate(zeros, zeros, product=product.name, stack_buffer_size=size)
                 cost = model.estimate(result.rows)
-                costs[stream] = (cost.instructions, len(result.rows) - cost.instructions,
-                                 cost.cycles, cost.microseconds)
+                events = int((result.rows[:, OP] >= EVENT_BASE).sum())
+                costs[stream] = (cost.instructions, events, cost.cycles, cost.microseconds)
             row.instructions, row.events, row.cycles, row.microseconds = costs[stream]
         rows.append(row)
     progress.done()
@@ -77,18 +90,18 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
     if measure and fitting:
         rng = np.random.default_rng(0)
         dy, rfg = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
-        for index in np.unique(np.linspace(0, len(fitting) - 1, measure).round().astype(int)):
+        picks = np.unique(np.linspace(0, len(fitting) - 1, measure).round().astype(int))
+        for k, index in enumerate(picks):
+            progress.update(k, len(picks), "measuring")
             row = fitting[index]
             run = lambda: emulate(dy, rfg, product=product.name,
                                   stack_buffer_size=row.stack_buffer_size)
             run()
-            times = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                run()
-                times.append(time.perf_counter() - start)
-            row.emulator_us = sorted(times)[len(times) // 2] * 1e6
+            number = max(1, int(0.002 / max(timeit.timeit(run, number=1), 1e-7)))
+            times = sorted(timeit.repeat(run, number=number, repeat=repeat))
+            row.emulator_us = times[len(times) // 2] / number * 1e6
             row.emulator_melem_per_s = zeros.size / row.emulator_us
+        progress.done()
     return rows
 
 
@@ -98,12 +111,13 @@ class _Progress:
     def __init__(self, enabled, label):
         self.enabled, self.label, self.last = enabled, label, 0.0
 
-    def update(self, k, total):
+    def update(self, k, total, what="tilings"):
         now = time.monotonic()
         if self.enabled and now - self.last > 0.2:
             self.last = now
             filled = int(30 * k / max(total, 1))
-            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {k}/{total}")
+            sys.stderr.write(f"\r{self.label} {what} [{'#' * filled}{'.' * (30 - filled)}] "
+                             f"{k}/{total}  ")
             sys.stderr.flush()
 
     def done(self):
@@ -115,7 +129,7 @@ def format_table(rows):
     """One line per distinct tiling of each configuration, with the size range that gives it."""
     lines = [f"{'product':16} {'shape':14} {'dtype':8} {'temp bytes':>17} {'oneCal':>7} "
              f"{'loops':>5} {'tail':>6} {'instr':>6} {'cycles':>9} {'device us':>9} "
-             f"{'emulator us':>11}"]
+             f"{'emulator us':>11} {'Melem/s':>8}"]
     groups = []
     for row in rows:
         key = (row.product, row.shape, row.dtype, row.fits, row.oneCalSize, row.inputTailSize)
@@ -125,7 +139,7 @@ def format_table(rows):
             groups.append((key, [row]))
     for _, group in groups:
         first, last = group[0], group[-1]
-        measured = [r.emulator_us for r in group if r.emulator_us is not None]
+        measured = [r for r in group if r.emulator_us is not None]
         span = f"{first.stack_buffer_size}-{last.stack_buffer_size}"
         fmt = lambda v, spec: format(v, spec) if v is not None else "-"
         lines.append(
@@ -133,7 +147,8 @@ def format_table(rows):
             f"{span:>17} {first.oneCalSize:>7} {first.loopRound:>5} {first.inputTailSize:>6} "
             f"{fmt(first.instructions, 'd'):>6} {fmt(first.cycles, '.0f'):>9} "
             f"{fmt(first.microseconds, '.3f'):>9} "
-            f"{fmt(measured[0] if measured else None, '.1f'):>11}"
+            f"{fmt(measured[0].emulator_us if measured else None, '.1f'):>11} "
+            f"{fmt(measured[0].emulator_melem_per_s if measured else None, '.0f'):>8}"
             + ("" if first.fits else "  (does not fit beside the tensors)"))
     return "\n".join(lines)
 
@@ -149,7 +164,7 @@ def write_csv(rows, path):
 
 
 def plot(rows, path):
-    """PNG of modelled device time and emulator time against temp-buffer size (needs
+    """PNG of modelled device time and emulator throughput against temp-buffer size (needs
     matplotlib: pip install "lngb[plot]")."""
     try:
         import matplotlib
@@ -169,11 +184,13 @@ def plot(rows, path):
                        color=color, label=f"modelled device, {label}")
         measured = [r for r in mine if r.emulator_us is not None]
         emulator_ax.plot([r.stack_buffer_size for r in measured],
-                         [r.emulator_us for r in measured], "o--", color=color,
-                         label=f"emulator, {label}")
+                         [r.emulator_melem_per_s for r in measured], "o--", color=color,
+                         label=f"emulator throughput, {label}")
     device_ax.set_xlabel("temp buffer (bytes)")
     device_ax.set_ylabel("modelled device time (us)")
-    emulator_ax.set_ylabel("emulator wall time (us)")
+    emulator_ax.set_ylabel("emulator throughput (M elements / s)")
+    device_ax.set_ylim(bottom=0)
+    emulator_ax.set_ylim(bottom=0)
     handles = device_ax.get_legend_handles_labels()
     extra = emulator_ax.get_legend_handles_labels()
     device_ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8)
