@@ -33,7 +33,15 @@ def main():
         subprocess.run([sys.executable, "-c", COLD_START], check=True)
         times.append(time.perf_counter() - start)
     print(f"cold start (warm Numba cache), median of 5: {sorted(times)[2]:.2f} s")
+    import numpy as np
     import lngb
+    x = np.random.default_rng(0).standard_normal((4, 8, 512)).astype(np.float32)
+    times = {mode: median_us(lambda: lngb.emulate(x, x, mode=mode))
+             for mode in ("fast", "observed", "checked")}
+    records = len(lngb.emulate(x, x, mode="observed").core.trace)
+    print(f"[4,8,512] float: fast {times['fast']:.1f} us, checked {times['checked']:.1f} us "
+          f"({times['checked'] / times['fast']:.1f}x fast), observed {times['observed']:.0f} us "
+          f"= {times['observed'] / records:.1f} us per instruction or event ({records})")
     lngb.core._PROGRAMS.clear()
     start = time.perf_counter()
     rows = lngb.sweep([(4, 8, 512)], ["float32"], ["atlas-a2"])

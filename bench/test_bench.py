@@ -23,6 +23,18 @@ def test_speed(benchmark, case, side):
     benchmark(func)
 
 
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+def test_modes_on_4_8_512_float(benchmark, mode):
+    """Observed mode: a few microseconds of tracing per instruction on top of validation;
+    checked mode: within 10x of fast (target)."""
+    import numpy as np
+    import lngb
+    x = np.random.default_rng(0).standard_normal((4, 8, 512)).astype(np.float32)
+    lngb.emulate(x, x, mode=mode)
+    benchmark.group = "modes [4,8,512] float"
+    benchmark(lambda: lngb.emulate(x, x, mode=mode))
+
+
 def test_sweep_of_every_temp_size_for_4_8_512_float(benchmark):
     """About 4 000 tilings in 32-byte steps, cost model included (target: under 10 s)."""
     import lngb

@@ -21,18 +21,31 @@ DTYPE_NAMES = {P.F32: "f32", P.F16: "f16"}
 COPY_OPS = (P.COPY_GM_TO_UB, P.COPY_UB_TO_GM, P.COPY_UB_TO_UB)
 
 
+_SHOWN_NAMES = {}  # code file -> how a record shows it (None: inside the instruction layer)
+
+
+def _shown_name(filename):
+    if filename not in _SHOWN_NAMES:
+        inside = filename.startswith(_VECTOR_OPS) or filename in _INTERNAL
+        shown = (os.path.relpath(filename, os.path.dirname(_LNGB_DIR))
+                 if filename.startswith(_LNGB_DIR) else filename)
+        _SHOWN_NAMES[filename] = None if inside else shown
+    return _SHOWN_NAMES[filename]
+
+
 def call_site():
     """'file:line' of the innermost caller outside the emulator's instruction layer (the line
     of the operator, or of the user's kernel, that issued the instruction)."""
     frame = sys._getframe(2)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith(_VECTOR_OPS) or name in _INTERNAL):
-            if name.startswith(_LNGB_DIR):
-                name = os.path.relpath(name, os.path.dirname(_LNGB_DIR))
-            return f"{name}:{frame.f_lineno}"
+        shown = _shown_name(frame.f_code.co_filename)
+        if shown is not None:
+            return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
+
+
+_DTYPE_NAMES = {}
 
 
 def describe_operands(operands):
@@ -41,10 +54,12 @@ def describe_operands(operands):
     for i, operand in enumerate(operands):
         tensor = getattr(operand, "tensor", operand)
         role = getattr(operand, "name", ("dst", "src")[min(i, 1)])
+        dtype = _DTYPE_NAMES.get(tensor.dtype) or _DTYPE_NAMES.setdefault(tensor.dtype,
+                                                                          tensor.dtype.name)
         if hasattr(tensor, "address"):
-            out.append((role, f"UB@{tensor.address}", tensor.position, tensor.dtype.name))
+            out.append((role, f"UB@{tensor.address}", tensor.position, dtype))
         else:
-            out.append((role, f"GM+{tensor.offset}", "GM", tensor.dtype.name))
+            out.append((role, f"GM+{tensor.offset}", "GM", dtype))
     return tuple(out)
 
 
