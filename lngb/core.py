@@ -39,6 +39,11 @@ class Program:
 
 PROGRAM_CACHE_SIZE = 512
 _PROGRAMS = OrderedDict()
+_LIVE_KEYS = set()  # kernels that use scalar accesses: they always run live
+
+
+class _ScalarAccess(Exception):
+    """GetValue/SetValue during a dry run: the body depends on UB data, so it runs live."""
 
 
 def _remember(key, program):
@@ -180,6 +185,8 @@ class AICore:
         self.issue("WaitFlag", event.dst, event_row(WAIT_FLAG, event.src, event.dst, event_id))
 
     def _scalar_access(self, api, tensor, index):
+        if self._recording is not None:
+            raise _ScalarAccess(api)
         if self.sanitizer is not None and api == "GetValue":
             self.sanitizer.check_scalar_read(tensor.address + index * tensor.dtype.itemsize,
                                              tensor.dtype.itemsize, self.seq + 1, call_site())
@@ -212,19 +219,24 @@ class AICore:
         the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
         sizes in the same order. Warnings the body raised are raised again on every call.
         """
-        if (self._recording is not None or self.mode == "observed"
+        full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
+                    self.mask_high, self.mask_low, self.allocated,
+                    tuple(sorted(self.flags.items(), key=repr)) if self.flags else ())
+        if (self._recording is not None or self.mode == "observed" or full_key in _LIVE_KEYS
                 or (self.sanitizer is not None and not self.sanitizer.pristine)):
             body()  # part of an enclosing recording, or live: one instruction at a time
             return
         gms = tuple(gms) + NO_GMS[len(gms):]
-        full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
-                    self.mask_high, self.mask_low, self.allocated,
-                    tuple(sorted(self.flags.items(), key=repr)) if self.flags else ())
         program = _PROGRAMS.get(full_key)
         if program is not None:
             _PROGRAMS.move_to_end(full_key)
         else:
-            program = self.record(body, gms)
+            try:
+                program = self.record(body, gms)
+            except _ScalarAccess:  # the body reads or writes the UB from the scalar unit
+                _LIVE_KEYS.add(full_key)
+                body()
+                return
             _remember(full_key, program)
         for message in program.warnings:
             warnings.warn(message, stacklevel=3)
@@ -261,8 +273,8 @@ class AICore:
 
     def record(self, body, gms=()):
         """The dry run: validate every instruction of `body` and collect its rows, executing
-        nothing. The core's mask, allocator and flags end as the body leaves them; on an error
-        they are restored and the warnings raised so far are passed on."""
+        nothing; the core's state is left as it was. On an error the warnings raised so far are
+        passed on. A body that uses GetValue/SetValue cannot be recorded (_ScalarAccess)."""
         gms = tuple(gms) + NO_GMS[len(gms):]
         start = self._state()
         self._recording, self._recording_gms, self._recorded = [], gms, []
@@ -276,11 +288,13 @@ class AICore:
                     error = exc
         finally:
             rows, self._recording = self._recording, None
+        end_state = self._state()
+        self._set_state(start)
         messages = tuple(w.message for w in caught)
         if error is not None:
-            self._set_state(start)
-            for message in messages:
-                warnings.warn(message, stacklevel=4)
+            if not isinstance(error, _ScalarAccess):
+                for message in messages:
+                    warnings.warn(message, stacklevel=4)
             raise error
-        return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), self._state(),
+        return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), end_state,
                        tuple(g.size for g in gms), messages, self._recorded)

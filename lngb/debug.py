@@ -27,9 +27,7 @@ class Debugger:
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
         self.kernel = SampleKernel(input_dy, res_for_gamma, **emulate_options)
         core = self.core = self.kernel.core
-        start = core._state()
         program = core.record(self.kernel, self.kernel.gms)
-        core._set_state(start)
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
         self.breakpoints, self.watchpoints = set(), []

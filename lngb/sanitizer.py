@@ -12,7 +12,8 @@ import numpy as np
 
 from .errors import HazardError, UninitializedReadError
 from .vector_ops.footprint import footprint
-from .vector_ops.program import DST, EVENT_BASE, OP, PIPE_BARRIER, SRC0, UNDEFINE
+from .vector_ops.program import (DST, EVENT_BASE, OP, PIPE_BARRIER, SET_FLAG, SRC0, SRC1,
+                                 UNDEFINE, WAIT_FLAG)
 from .vector_ops.types import Pipe
 
 
@@ -43,6 +44,9 @@ class Sanitizer:
         self.initialised = np.zeros(size, dtype=bool)
         self._seqs = None  # last V instruction writing / reading each byte, made on first use
         self.last_v_barrier = 0
+        self.last_v_seq = 0          # the last vector instruction checked
+        self.v_done_known = {}       # pipe -> the last V instruction it knows has completed
+        self.flag_payloads = {}      # (src, dst, id) -> v_done_known carried by pending SetFlags
         self.pristine = True  # nothing checked or written yet: a recorded check may be reused
         self.orders_v = orders_v
         self._bounds = np.zeros(2, dtype=np.int64)
@@ -68,11 +72,15 @@ class Sanitizer:
                                                                     self.v_read_seq)]
         return (self.initialised.copy(), [(i, a[i]) for i, a in
                                                 zip(recent, (self.v_write_seq, self.v_read_seq))],
-                self.last_v_barrier, self.pristine)
+                self.last_v_barrier, self.pristine, self.last_v_seq, dict(self.v_done_known),
+                {k: list(v) for k, v in self.flag_payloads.items()})
 
     def restore(self, state):
         was_pristine = self.pristine
-        initialised, recent, self.last_v_barrier, self.pristine = state
+        (initialised, recent, self.last_v_barrier, self.pristine, self.last_v_seq, known,
+         payloads) = state
+        self.v_done_known = dict(known)
+        self.flag_payloads = {k: list(v) for k, v in payloads.items()}
         self.initialised = initialised.copy()
         if not was_pristine:
             self._seqs = None
@@ -100,6 +108,19 @@ class Sanitizer:
         if row[OP] == UNDEFINE:
             self.initialised[row[DST]:row[DST] + row[SRC0]] = False
             return
+        if row[OP] == SET_FLAG:  # carries how far V is known complete to the waiting pipe
+            src = row[DST]
+            known = self.last_v_seq if src == Pipe.PIPE_V else self.v_done_known.get(src, 0)
+            self.flag_payloads.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(known)
+            return
+        if row[OP] == WAIT_FLAG:
+            pending = self.flag_payloads.get((row[DST], row[SRC0], row[SRC1]))
+            known = pending.pop(0) if pending else 0
+            dst = row[SRC0]
+            self.v_done_known[dst] = max(self.v_done_known.get(dst, 0), known)
+            if dst == Pipe.PIPE_V:  # a V -> X -> V round trip orders V like a barrier
+                self.last_v_barrier = max(self.last_v_barrier, known)
+            return
         if row[OP] >= EVENT_BASE:
             return
         self._bounds[:] = (self.initialised.size, 0)
@@ -124,6 +145,7 @@ class Sanitizer:
                 self._hazard(record, seq, written, reads, lo, "writes", "read", "WAR")
                 writes[written] = seq
                 reads[read] = seq
+                self.last_v_seq = seq
             self.initialised[lo:hi] |= written
         finally:
             read_flags[lo:hi] = 0
