@@ -179,8 +179,8 @@ class AICore:
     def wait_flag(self, event, event_id):
         if not self.flags.get((event, event_id)):
             error = HazardError if self.sanitizer is not None else InvalidArgumentError
-            raise error(f"WaitFlag({event.name}, {event_id}) has no matching SetFlag: the device "
-                        "would wait forever")
+            raise error(f"#{self.seq + 1} WaitFlag({event.name}, {event_id}) ({call_site()}) has "
+                        "no matching SetFlag: the device would wait forever")
         self.flags[event, event_id] -= 1
         self.issue("WaitFlag", event.dst, event_row(WAIT_FLAG, event.src, event.dst, event_id))
 
@@ -245,6 +245,8 @@ class AICore:
                                        f"bytes, the program was recorded with {program.gm_sizes}")
         if self.sanitizer is not None:
             self._check_program(program)
+            left = {k: n - self.flags.get(k, 0) for k, n in program.end_state["flags"].items()}
+            self.sanitizer.finish({k: n for k, n in left.items() if n > 0})
         execute(self.ub, gms, program.rows)
         self.seq += len(program.rows)
         self.last_program = program

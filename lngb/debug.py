@@ -12,6 +12,8 @@ import shlex
 import numpy as np
 
 from .host import SampleKernel
+from .trace import _footprint_scratch
+from .vector_ops.footprint import footprint
 from .vector_ops.kernels import execute
 from .vector_ops.types import MaskMode
 
@@ -31,6 +33,7 @@ class Debugger:
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
         self.breakpoints, self.watchpoints = set(), []
+        self._stopped_at_breakpoint = None
 
     @property
     def tensors(self):
@@ -70,11 +73,19 @@ class Debugger:
         return done
 
     def run_until(self, target):
-        """Execute until the next record matches `target` (a seq number, an instruction name or a
-        predicate on the record), or the end. Returns the matching record or None."""
-        matches = (target if callable(target) else
-                   (lambda r: r.seq == target) if isinstance(target, int) else
-                   (lambda r: r.name == target))
+        """Execute until the next record matches `target` (a sequence number, an instruction
+        name or a predicate on the record) and stop before it; a match at the current record
+        is stepped over first. Returns the matching record, or None at the end."""
+        if isinstance(target, (int, np.integer)):
+            matches = lambda r: r.seq == target
+        elif isinstance(target, str):
+            if target not in {r.name for r in self.records}:
+                raise KeyError(f"no instruction or event named {target!r} in this kernel")
+            matches = lambda r: r.name == target
+        else:
+            matches = target
+        if not self.finished and matches(self.next):
+            self._execute_next()
         while not self.finished:
             if matches(self.next):
                 return self.next
@@ -82,34 +93,49 @@ class Debugger:
         return None
 
     def watch(self, start, end=None):
-        """Stop `run` after an instruction that changes UB bytes [start, end) (or a tensor)."""
+        """Stop `run` after an instruction that writes UB bytes [start, end) (or a tensor)."""
         if end is None:
             start, end = start.address, start.address + start.nbytes
+        if not 0 <= start < end <= self.core.ub.size:
+            raise ValueError(f"watch: [{start}, {end}) is not a byte range of the UB")
         self.watchpoints.append((int(start), int(end)))
 
     def run(self):
         """Execute until a breakpoint (stops before the instruction), a watchpoint (stops after
-        the instruction that changed the bytes) or the end. Returns (reason, record)."""
-        first = True
+        an instruction that writes the bytes) or the end. Returns (reason, record)."""
         while not self.finished:
-            if not first and self.next.name in self.breakpoints:
+            if (self.next.name in self.breakpoints
+                    and self._stopped_at_breakpoint != self.pc):
+                self._stopped_at_breakpoint = self.pc
                 return "breakpoint", self.next
-            first = False
-            before = [self.core.ub[a:b].copy() for a, b in self.watchpoints]
             record = self._execute_next()
-            for (a, b), old in zip(self.watchpoints, before):
-                if not np.array_equal(self.core.ub[a:b], old):
-                    return f"watchpoint [{a}, {b})", record
+            if self.watchpoints and record.is_instruction:
+                for a, b in self.watchpoints:
+                    if _writes(record.row, a, b):
+                        return f"watchpoint [{a}, {b})", record
         return "end", None
 
     def _execute_next(self):
         record = self.records[self.pc]
+        if self.core.sanitizer is not None:
+            self.core.sanitizer.check(record, record.seq)
         execute(self.core.ub, self.kernel.gms, self.rows[self.pc:self.pc + 1])
         self.core.mask_mode, self.core.mask_high, self.core.mask_low = record.mask_after
         self.core.seq += 1
         self.pc += 1
         self.executed.append(record)
         return record
+
+
+def _writes(row, start, end):
+    """Whether an instruction row writes any UB byte in [start, end)."""
+    read, written = _footprint_scratch()
+    bounds = np.array([read.size, 0], dtype=np.int64)
+    footprint(row, read, written, bounds)
+    hit = bool(written[start:end].any())
+    lo, hi = int(bounds[0]), int(bounds[1])
+    read[lo:hi] = written[lo:hi] = 0
+    return hit
 
 
 class DebugShell(cmd.Cmd):
@@ -141,9 +167,10 @@ class DebugShell(cmd.Cmd):
 
     def do_until(self, arg):
         """until <seq | name>: execute until the next record has that sequence number or name."""
-        target = int(arg) if arg.isdigit() else arg
-        record = self.dbg.run_until(target)
-        self.say(f"at #{record.seq} {record.name}" if record else "reached the end")
+        if not arg:
+            raise ValueError("until needs a sequence number or an instruction name")
+        record = self.dbg.run_until(int(arg) if arg.isdigit() else arg)
+        self.say(f"at #{record.seq} {record.name}" if record else "reached the end (no match)")
 
     def do_break(self, arg):
         """break <name>: stop `run` before every instruction of that name; no argument: list."""
@@ -183,8 +210,10 @@ class DebugShell(cmd.Cmd):
             values = self.dbg.view(parts[0])
         else:
             dtype = np.dtype(DTYPES[parts[2] if len(parts) > 2 else "f32"])
-            start = int(parts[0])
-            values = self.dbg.core.ub[start:start + int(parts[1]) * dtype.itemsize].view(dtype)
+            start, count = int(parts[0]), int(parts[1])
+            if start < 0 or count <= 0 or start + count * dtype.itemsize > self.dbg.core.ub.size:
+                raise ValueError(f"ub: {count} x {dtype.name} at {start} is not inside the UB")
+            values = self.dbg.core.ub[start:start + count * dtype.itemsize].view(dtype)
         self.say(np.array2string(np.asarray(values).reshape(-1), threshold=64))
 
     def do_mask(self, arg):
@@ -194,7 +223,10 @@ class DebugShell(cmd.Cmd):
 
     def do_trace(self, arg):
         """trace [n]: the last n executed records (default 10)."""
-        self.show(self.dbg.executed[-(int(arg) if arg else 10):])
+        n = int(arg) if arg else 10
+        if n <= 0:
+            raise ValueError("trace takes a positive count")
+        self.show(self.dbg.executed[-n:])
 
     def do_tensors(self, arg):
         """tensors: the kernel's LocalTensors."""
@@ -214,7 +246,9 @@ class DebugShell(cmd.Cmd):
         pass
 
     def onecmd(self, line):
-        if self.use_rawinput is False and line.strip():
+        if line.lstrip().startswith("#"):
+            return None  # a comment in a commands file
+        if self.use_rawinput is False and line.strip() and line != "EOF":
             self.say(f"(lngb) {line.rstrip()}")
         try:
             return super().onecmd(line)

@@ -166,7 +166,8 @@ class Sanitizer:
 
     @staticmethod
     def finish(flags):
-        """At the end of a kernel: every SetFlag must have been waited for."""
+        """At the end of a kernel: every SetFlag it made must have been waited for (`flags`:
+        (event, id) -> SetFlags still pending)."""
         pending = {k: n for k, n in flags.items() if n}
         if pending:
             names = ", ".join(f"SetFlag({event.name}, {event_id}) x{n}"

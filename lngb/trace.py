@@ -6,12 +6,15 @@ Records are data; renderers only read them. Derived fields come from the resolve
 import json
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .products import PRODUCTS
 from .vector_ops import program as P
+from .vector_ops.footprint import footprint
 from .vector_ops.types import MaskMode
 
 _LNGB_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -46,6 +49,15 @@ def call_site():
 
 
 _DTYPE_NAMES = {}
+_SCRATCH = threading.local()
+
+
+def _footprint_scratch():
+    """Zeroed read/written flag arrays covering any product's UB and vector registers."""
+    if not hasattr(_SCRATCH, "pair"):
+        size = max(p.ub_size for p in PRODUCTS.values()) + 8 * 256
+        _SCRATCH.pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
+    return _SCRATCH.pair
 
 
 def describe_operands(operands):
@@ -109,6 +121,15 @@ class TraceRecord:
                 "rep": (int(r[P.DST_REP]), int(r[P.SRC0_REP]), int(r[P.SRC1_REP]))}
 
     @property
+    def copy_params(self):
+        """DataCopy bursts: blockCount, blockLen, srcStride, dstStride (32-byte units)."""
+        if self.row[P.OP] not in COPY_OPS:
+            return None
+        r = self.row
+        return {"blockCount": int(r[P.BLOCK_COUNT]), "blockLen": int(r[P.BLOCK_LEN]),
+                "srcStride": int(r[P.SRC_GAP]), "dstStride": int(r[P.DST_GAP])}
+
+    @property
     def bytes_moved(self):
         """(bytes read, bytes written) by the instruction (events: (0, 0))."""
         r, op = self.row, self.row[P.OP]
@@ -117,28 +138,26 @@ class TraceRecord:
         if op in COPY_OPS:
             n = 32 * int(r[P.BLOCK_COUNT]) * int(r[P.BLOCK_LEN])
             return (n, n)
-        dsize = 4 if r[P.DT_DST] == P.F32 else 2
-        ssize = 4 if r[P.DT_SRC] == P.F32 else 2
-        epr = 256 // max(dsize, ssize)
-        if r[P.COUNTER]:
-            lanes = int(r[P.MASK0])
-        else:
-            bits = (int(r[P.MASK0]) & (2**64 - 1)) | ((int(r[P.MASK1]) & (2**64 - 1)) << 64)
-            lanes = bin(bits & ((1 << epr) - 1)).count("1") * int(r[P.REPEAT])
-        sources = {P.DUPLICATE: 0, P.ADD: 2, P.SUB: 2, P.MUL: 2}.get(op, 1)
-        outputs = {P.BLOCK_REDUCE_SUM: lanes * 8 // max(epr, 1),
-                   P.WHOLE_REDUCE_SUM: -(-lanes // epr), P.PAIR_REDUCE_SUM: lanes // 2}
-        written = outputs.get(op, lanes) * dsize
-        return (sources * lanes * ssize, written)
+        read, written = _footprint_scratch()
+        bounds = np.array([read.size, 0], dtype=np.int64)
+        footprint(np.asarray(r, dtype=np.int64), read, written, bounds)
+        lo, hi = int(bounds[0]), int(bounds[1])
+        counts = (int(read[lo:hi].sum()), int(written[lo:hi].sum())) if lo < hi else (0, 0)
+        read[lo:hi] = written[lo:hi] = 0
+        return counts
 
     def to_dict(self):
         read, written = self.bytes_moved
+        mask = self.mask  # 64-bit words as hex strings: JSON readers keep 53 bits of integers
+        if mask is not None and mask[0] == "normal":
+            mask = ("normal", [f"{mask[1][0]:#x}", f"{mask[1][1]:#x}"])
         return {"seq": self.seq, "pipe": self.pipe, "name": self.name, "dtype": self.dtype,
-                "operands": [list(o) for o in self.operands], "mask": self.mask,
-                "repeat": self.repeat, "strides": self.strides, "bytes_read": read,
-                "bytes_written": written, "source": self.source,
+                "operands": [list(o) for o in self.operands], "mask": mask,
+                "repeat": self.repeat, "strides": self.strides, "copy": self.copy_params,
+                "bytes_read": read, "bytes_written": written, "source": self.source,
                 "mask_after": {"mode": MaskMode(self.mask_after[0]).name,
-                               "high": self.mask_after[1], "low": self.mask_after[2]}}
+                               "high": f"{self.mask_after[1]:#x}",
+                               "low": f"{self.mask_after[2]:#x}"}}
 
 
 PIPES = ("PIPE_S", "PIPE_V", "PIPE_MTE2", "PIPE_MTE3", "PIPE_ALL")
@@ -173,7 +192,9 @@ def format_record(record):
         detail += (f" blk={'/'.join(map(str, s['blk'][:used]))}"
                    f" rep={'/'.join(map(str, s['rep'][:used]))}")
     elif record.is_instruction:
-        detail = f"bytes={record.bytes_moved[0]}"
+        c = record.copy_params
+        detail = (f"bytes={record.bytes_moved[0]} blocks={c['blockCount']}x{c['blockLen']} "
+                  f"gaps={c['srcStride']}/{c['dstStride']}")
     else:
         detail = _event_detail(record.row)
     return f"{record.seq:6d}  {record.pipe:9} {name:20} {operands:44} {detail:44} {record.source}"

@@ -148,3 +148,59 @@ def test_a_replayed_check_restores_the_verified_state():
     assert [r.name for r in again.core.trace] == [r.name for r in first.core.trace]
     assert np.array_equal(again.core.sanitizer.initialised, first.core.sanitizer.initialised)
     assert again.core.sanitizer.initialised[:x.nbytes].all()
+
+
+def test_flag_round_trips_order_vector_instructions():
+    core = lngb.AICore(mode="checked")
+    x, out = core.alloc(64, np.float32), core.alloc(64, np.float32)
+    x.write(np.ones(64, np.float32))
+    gm = lngb.GlobalTensor(np.zeros(64, np.float32))
+    with core:
+        for _ in range(3):   # a queue-style loop: V -> MTE3 -> V orders the Muls
+            lngb.vector_ops.Muls(out, x, 2.0, 64)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            DataCopy(gm, out, 64)
+            SetFlag(HardEvent.MTE3_V, 0)
+            WaitFlag(HardEvent.MTE3_V, 0)
+        SetFlag(HardEvent.MTE2_V, 1)   # a flag that carries nothing about V
+        WaitFlag(HardEvent.MTE2_V, 1)
+        Mul(out, x, x, 64)
+        rejected(HazardError, lambda: Add(out, out, x, 64), core)
+
+
+def test_rejected_instruction_leaves_the_mask_register():
+    core, a, b, c = checked_core()
+    before = (core.mask_mode, core.mask_high, core.mask_low)
+    rejected(UninitializedReadError,
+             lambda: Add(c, core.alloc(64, np.float32), a, 33, 1, BinaryRepeatParams()), core)
+    assert (core.mask_mode, core.mask_high, core.mask_low) == before
+
+
+def test_a_recorded_kernel_must_wait_for_its_flags():
+    core = lngb.AICore(mode="checked")
+
+    def kernel():
+        with core:
+            SetFlag(HardEvent.V_MTE3, 2)
+    with pytest.raises(HazardError, match="never waited for"):
+        core.run_recorded("leaky-kernel", kernel)
+
+
+def test_kernels_with_scalar_access_run_live_in_every_mode():
+    results = []
+    for mode in ("fast", "observed", "checked", "fast"):
+        core = lngb.AICore(mode=mode)
+        a, b = core.alloc(64, np.float32), core.alloc(64, np.float32)
+        gm = np.arange(64, dtype=np.float32).view(np.uint8).copy()
+
+        def kernel():
+            with core:
+                DataCopy(a, lngb.GlobalTensor.in_arena(gm, 0, np.float32, 64), 64)
+                SetFlag(HardEvent.MTE2_V, 0)
+                WaitFlag(HardEvent.MTE2_V, 0)
+                a.SetValue(0, 99.0)
+                lngb.vector_ops.Duplicate(b, float(a.GetValue(5)), 64)
+        core.run_recorded("scalar-kernel", kernel, (gm,))
+        results.append((a.read()[:2].tolist(), b.read()[0]))
+    assert results == [([99.0, 1.0], 5.0)] * 4

@@ -108,3 +108,27 @@ def test_debug_shell_reports_bad_commands():
     out = io.StringIO()
     DebugShell(dbg, stdin=io.StringIO("ub nosuch\nfrobnicate\nquit\n"), stdout=out).cmdloop()
     assert "error: 'nosuch'" in out.getvalue() and "unknown command 'frobnicate'" in out.getvalue()
+
+
+def test_reduction_records_count_the_bytes_really_moved():
+    from lngb.vector_ops import BlockReduceSum, PairReduceSum, WholeReduceSum
+    core = lngb.AICore(mode="observed")
+    src, dst = core.alloc(128, np.float32), core.alloc(64, np.float32)
+    WholeReduceSum(dst, src, 1, 2, 1, 1, 8)     # 2 repeats x 1 lane -> 2 outputs
+    BlockReduceSum(dst, src, 1, 4, 1, 1, 8)     # 4 lanes of block 0 -> 1 output
+    PairReduceSum(dst, src, 1, 1, 1, 1, 8)      # 1 lane -> 1 pair output
+    assert [r.bytes_moved for r in core.trace] == [(8, 8), (16, 4), (4, 4)]
+
+
+def test_debugger_breakpoints_until_and_write_watchpoints():
+    zeros = np.zeros((1, 8, 8), np.float32)
+    dbg = Debugger(zeros, zeros)
+    dbg.breakpoints.add("DataCopy")
+    assert dbg.run() == ("breakpoint", dbg.records[0])          # the very first record
+    assert dbg.run()[1].seq == 2                                 # then the next DataCopy
+    with pytest.raises(KeyError):
+        dbg.run_until("NoSuchInstruction")
+    at = dbg.run_until("Add")
+    assert at.name == "Add" and dbg.run_until("Add").seq > at.seq   # steps over the current one
+    dbg.watch(dbg.tensors["outputPdBeta"])                       # zeros in, zeros out: still hit
+    assert dbg.run()[0].startswith("watchpoint")

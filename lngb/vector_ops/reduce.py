@@ -6,7 +6,7 @@ lanes are all masked off, A2/A3/310P leave the output untouched and the 950 writ
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .base import FLOAT_TYPES, Operand, resolve_mask
+from .base import FLOAT_TYPES, Operand, issue_with_mask, resolve_mask
 from .checks import Lanes, check_inside, check_local, check_range, footprint, spans
 from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, FAMILY,
                       FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, MASK_SETS, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
@@ -80,8 +80,8 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
     row[REPEAT], row[SAT], row[FAMILY] = repeat, core.sat_mode, family
     row[MASK_SETS] = int(is_set_mask)
-    core.mask_high, core.mask_low = register
-    core.issue(api, Pipe.PIPE_V, row, (Operand("dst", dst, 1, dst_rep), s), lanes)
+    issue_with_mask(core, api, row, (Operand("dst", dst, 1, dst_rep), s), lanes, register,
+                    core.mask_mode)
 
 
 def BlockReduceSum(dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride, *,
