@@ -142,7 +142,9 @@ class CostModel:
             nbytes = 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
             if op == COPY_UB_TO_UB:
                 return float(nbytes / v["ub_copy_bytes_per_cycle"])
-            return float(v["copy_setup_cycles"] + nbytes / v["gm_bytes_per_cycle"]) if nbytes else 0.0
+            if nbytes == 0:
+                return 0.0
+            return float(v["copy_setup_cycles"] + nbytes / v["gm_bytes_per_cycle"])
         return 0.0
 
     def estimate(self, rows):

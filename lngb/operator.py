@@ -159,7 +159,8 @@ def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):
         raise InvalidArgumentError(f"{API}: the tiling is inconsistent (loopRound * oneCalSize + "
                                    "inputTailSize != bshLength); compute it with "
                                    "GetLayerNormGradBetaNDTilingInfo")
-    for name, tensor, need in (("outputPdGamma", out_g, t.hLength), ("outputPdBeta", out_b, t.hLength),
+    for name, tensor, need in (("outputPdGamma", out_g, t.hLength),
+                               ("outputPdBeta", out_b, t.hLength),
                                ("resForGamma", rfg, t.bshLength), ("inputDy", dy, t.bshLength)):
         if tensor.size < need:
             raise InvalidArgumentError(f"{API}: {name} has {tensor.size} elements, the tiling "

@@ -9,8 +9,8 @@ import numpy as np
 from .._jit import njit
 from .half import HALF_TO_FLOAT_TABLE, float_to_half, half_to_float
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
-                      COPY_UB_TO_GM, COPY_UB_TO_UB, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
-                      DT_SRC, DUPLICATE, EVENT_BASE, F16, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
+                      COPY_UB_TO_GM, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
+                      DT_SRC, DUPLICATE, EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
                       ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
                       SRC1_BLK, SRC1_REP, SRC_GAP, SUB)
 from .types import RoundMode

@@ -8,10 +8,10 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .base import FLOAT_TYPES, Operand, issue_with_mask, resolve_mask
 from .checks import Lanes, check_inside, check_local, check_range, footprint, spans
-from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, FAMILY,
-                      FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, MASK_SETS, OP, PAIR_REDUCE_SUM, REPEAT, SAT,
-                      SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM, as_int64, new_row)
-from .types import Pipe
+from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE,
+                      FAMILY, FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, MASK_SETS, OP,
+                      PAIR_REDUCE_SUM, REPEAT, SAT, SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM,
+                      as_int64, new_row)
 from .walk import reduce_geometry
 
 
