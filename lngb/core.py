@@ -85,7 +85,9 @@ class AICore:
         self._recording_gms = NO_GMS
         self.sanitizer = (Sanitizer(self.ub.size, self.product.kernel_path == "regbase")
                           if mode == "checked" else None)
-        self.last_program = None  # the program the last fast-mode run_recorded executed
+        self.last_program = None  # the program the last replaying run_recorded executed
+        self._call_memo = {}      # validated count-form calls (vector_ops.memo)
+        self._last_row = None
 
     def __repr__(self):
         return (f"AICore({self.product.name!r}, mode={self.mode!r}, ub_size={self.ub_size}, "
@@ -148,6 +150,7 @@ class AICore:
         """Execute one validated instruction or event row (while recording, only append it).
 
         `operands` and `lanes` describe the call for observers (trace, sanitizer, cost)."""
+        self._last_row = row
         if self._recording is not None:
             if gm is not None:
                 row[GM_SLOT] = self._gm_slot(gm)

@@ -89,3 +89,27 @@ def test_bad_enum_and_scalar_arguments_are_invalid_argument_errors():
             with pytest.raises(InvalidArgumentError, match=text):
                 call()
         assert core.mask_mode == MaskMode.NORMAL
+
+
+def test_repeated_count_form_calls_reuse_their_validation():
+    from lngb.vector_ops import Add, Cast, Duplicate, MaskMode, RoundMode
+    core = lngb.AICore()
+    a, b, c = (core.alloc(256, np.float32) for _ in range(3))
+    h = core.alloc(256, np.float16)
+    rng = np.random.default_rng(0)
+    for _ in range(3):   # new data every time: the replayed row must still compute it
+        x, y = rng.standard_normal(256).astype(np.float32), rng.standard_normal(256).astype(np.float32)
+        a.write(x)
+        b.write(y)
+        Add(c, a, b, 200)
+        assert np.array_equal(c.read()[:200], x[:200] + y[:200])
+        Cast(h, c, RoundMode.CAST_RINT, 256)
+        assert np.array_equal(h.read(), c.read().astype(np.float16))
+        Duplicate(a, 7.0, 16)
+        assert np.all(a.read()[:16] == 7.0) and np.array_equal(a.read()[16:], x[16:])
+    assert len(core._call_memo) == 3 and core.seq == 9
+    assert core.mask_mode == MaskMode.NORMAL
+    with pytest.raises(OutOfBoundsError):   # another view: validated afresh
+        Add(c, a[64], b, 256)
+    Add(c[64], a[64], b[64], 192)
+    assert len(core._call_memo) == 4

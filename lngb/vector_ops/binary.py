@@ -1,6 +1,7 @@
 """Add, Sub, Mul: dst = src0 op src1, lane by lane (spec vector_unit.md §2.3, §3.2)."""
 from .base import FLOAT_TYPES, Operand, check_same_dtype, issue_elementwise
 from .checks import check_local, check_range
+from .memo import count_form_memo
 from .program import ADD, MUL, SUB
 from .types import BinaryRepeatParams
 
@@ -23,16 +24,19 @@ def _binary(api, op, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mas
                       mask, repeatTime, is_set_mask=is_set_mask)
 
 
+@count_form_memo(4)
 def Add(dst, src0, src1, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
     """Add(dst, src0, src1, count) or Add(dst, src0, src1, mask, repeatTime, BinaryRepeatParams)."""
     _binary("Add", ADD, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mask)
 
 
+@count_form_memo(4)
 def Sub(dst, src0, src1, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
     """Sub(dst, src0, src1, count) or Sub(dst, src0, src1, mask, repeatTime, BinaryRepeatParams)."""
     _binary("Sub", SUB, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mask)
 
 
+@count_form_memo(4)
 def Mul(dst, src0, src1, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
     """Mul(dst, src0, src1, count) or Mul(dst, src0, src1, mask, repeatTime, BinaryRepeatParams)."""
     _binary("Mul", MUL, dst, src0, src1, mask, repeatTime, repeatParams, is_set_mask)

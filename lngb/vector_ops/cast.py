@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .base import FLOAT_TYPES, issue_elementwise
 from .checks import check_local, enum_arg
+from .memo import count_form_memo
 from .program import CAST
 from .scalar import unary_operands
 from .types import RoundMode, UnaryRepeatParams
@@ -18,6 +19,7 @@ NARROWING_MODES_COMMON = tuple(RoundMode)
 NARROWING_MODES_310P = (RoundMode.CAST_NONE, RoundMode.CAST_ODD)
 
 
+@count_form_memo(4)
 def Cast(dst, src, round_mode, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True,
          sat_mode=None):
     """Cast(dst, src, RoundMode, count) or Cast(dst, src, RoundMode, mask, repeatTime,

@@ -1,6 +1,7 @@
 """Adds, Muls: dst = src op scalar, the scalar first converted to the dtype (RNE)."""
 from .base import FLOAT_TYPES, Operand, check_same_dtype, issue_elementwise
 from .checks import check_local, check_range
+from .memo import count_form_memo
 from .program import ADDS, MULS
 from .types import UnaryRepeatParams
 
@@ -24,11 +25,13 @@ def _scalar(api, op, dst, src, scalarValue, mask, repeatTime, repeatParams, is_s
                       scalar=scalarValue)
 
 
+@count_form_memo(4)
 def Adds(dst, src, scalarValue, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
     """Adds(dst, src, scalar, count) or Adds(dst, src, scalar, mask, repeatTime, UnaryRepeatParams)."""
     _scalar("Adds", ADDS, dst, src, scalarValue, mask, repeatTime, repeatParams, is_set_mask)
 
 
+@count_form_memo(4)
 def Muls(dst, src, scalarValue, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
     """Muls(dst, src, scalar, count) or Muls(dst, src, scalar, mask, repeatTime, UnaryRepeatParams)."""
     _scalar("Muls", MULS, dst, src, scalarValue, mask, repeatTime, repeatParams, is_set_mask)
