@@ -53,3 +53,12 @@ def put(tensor, values, at=0):
     with np.errstate(all="ignore"):
         values = np.asarray(values, dtype=tensor.dtype)
     tensor[at].write(values)
+
+
+def rejected(error, call, core):
+    """Run `call`, expect `error`, and check that the core's UB did not change; the message."""
+    before = core.ub.copy()
+    with pytest.raises(error) as info:
+        call()
+    assert np.array_equal(core.ub, before), "a rejected call changed the UB"
+    return str(info.value)

@@ -10,7 +10,7 @@ from lngb import (AlignmentError, CapacityError, InvalidArgumentError, LngbWarni
 from lngb.vector_ops import MaskMode
 
 import naive
-from conftest import seed_of
+from conftest import rejected, seed_of
 
 PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
 SATURATING = {"atlas-a2": False, "atlas-a3": False, "atlas-inference": True, "atlas-350": True}
@@ -223,14 +223,6 @@ def test_both_overloads_and_the_mask_state_afterwards():
     tiling = lngb.GetLayerNormGradBetaNDTilingInfo((1, 8, 8), free, 4, False)
     lngb.LayerNormGradBeta(g, b, rfg, dy, tiling)   # temp = all UB not yet allocated
     assert g.read().tolist() == SEED_GAMMA and core.free_bytes == free
-
-
-def rejected(error, call, core):
-    before = core.ub.copy()
-    with pytest.raises(error) as info:
-        call()
-    assert np.array_equal(core.ub, before), "a rejected call changed the UB"
-    return str(info.value)
 
 
 def test_checks_raise_before_any_byte_changes():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import lngb
+from conftest import rejected
 from lngb import HazardError, OutOfBoundsError, UninitializedReadError
 from lngb.vector_ops import (PIPE_V, Add, BinaryRepeatParams, DataCopy,
                              HardEvent, Mul, PipeBarrier, SetFlag, WaitFlag)
@@ -17,14 +18,6 @@ def checked_core(product="atlas-a2"):
     a.write(np.ones(128, np.float32))
     b.write(np.full(128, 2, np.float32))
     return core, a, b, c
-
-
-def rejected(error, call, core):
-    before = core.ub.copy()
-    with pytest.raises(error) as info:
-        call()
-    assert np.array_equal(core.ub, before), "a rejected instruction changed the UB"
-    return str(info.value)
 
 
 @pytest.mark.parametrize("product", PRODUCTS)
