@@ -117,15 +117,41 @@ def sweep_command(args):
     return 0
 
 
+def _kernel_inputs(args):
+    """inputDy and resForGamma from --dy/--res-for-gamma, or the documented example's arange."""
+    dtype, shape = DTYPES[args.dtype], args.shape
+    if args.dy:
+        return (_read_bin("inputDy", args.dy, shape, dtype),
+                _read_bin("resForGamma", args.res_for_gamma or args.dy, shape, dtype))
+    x = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+    return x, x
+
+
+def trace_command(args):
+    from .trace import format_listing, write_chrome_trace, write_jsonl
+    dy, rfg = _kernel_inputs(args)
+    result = emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
+                     is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer,
+                     trace=True)
+    if args.format == "text":
+        listing = format_listing(result.trace)
+        if args.out:
+            pathlib.Path(args.out).write_text(listing + "\n")
+        else:
+            print(listing)
+    elif args.format == "jsonl":
+        write_jsonl(result.trace, args.out or "trace.jsonl")
+    else:
+        write_chrome_trace(result.trace, args.out or "trace.json", result.cost)
+    if args.out or args.format != "text":
+        print(f"{len(result.trace)} records; modelled device time {result.cost.microseconds:.3f} "
+              f"us; wrote {args.out or ('trace.jsonl' if args.format == 'jsonl' else 'trace.json')}")
+    return 0
+
+
 def debug_command(args):
     from .debug import DebugShell, Debugger
-    dtype = DTYPES[args.dtype]
-    shape = args.shape
-    if args.dy:
-        dy = _read_bin("inputDy", args.dy, shape, dtype)
-        rfg = _read_bin("resForGamma", args.res_for_gamma or args.dy, shape, dtype)
-    else:  # the documented example's inputs: arange over the whole tensor
-        dy = rfg = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+    dy, rfg = _kernel_inputs(args)
     debugger = Debugger(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
                         is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
     if args.commands:
@@ -169,15 +195,23 @@ def main(argv=None):
     p.add_argument("--plot", help="write a PNG plot here (needs lngb[plot])")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=sweep_command)
-    p = sub.add_parser("debug", help="step through the kernel one instruction at a time")
-    p.add_argument("--shape", type=_shape, default=(1, 8, 8),
-                   help="B,S,H (default 1,8,8: the documented example)")
-    p.add_argument("--dtype", default="float32", choices=list(DTYPES))
-    p.add_argument("--dy", help="inputDy .bin file (default: arange inputs)")
-    p.add_argument("--res-for-gamma", help="resForGamma .bin file (default: the same as --dy)")
-    p.add_argument("--commands", help="read debugger commands from this file")
-    _common_options(p)
-    p.set_defaults(func=debug_command)
+    for name, help_text in (("debug", "step through the kernel one instruction at a time"),
+                            ("trace", "the kernel's instruction trace as text, JSON lines or "
+                                      "Chrome trace JSON")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--shape", type=_shape, default=(1, 8, 8),
+                       help="B,S,H (default 1,8,8: the documented example)")
+        p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+        p.add_argument("--dy", help="inputDy .bin file (default: arange inputs)")
+        p.add_argument("--res-for-gamma", help="resForGamma .bin file (default: --dy's)")
+        _common_options(p)
+    p.add_argument("--format", default="text", choices=["text", "jsonl", "chrome"],
+                   help="chrome: open in Perfetto, one row per pipe at modelled times")
+    p.add_argument("--out", help="output file (default: stdout for text, trace.jsonl, "
+                                 "trace.json)")
+    p.set_defaults(func=trace_command)
+    sub.choices["debug"].add_argument("--commands", help="read debugger commands from this file")
+    sub.choices["debug"].set_defaults(func=debug_command)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -132,3 +132,15 @@ def test_debugger_breakpoints_until_and_write_watchpoints():
     assert at.name == "Add" and dbg.run_until("Add").seq > at.seq   # steps over the current one
     dbg.watch(dbg.tensors["outputPdBeta"])                       # zeros in, zeros out: still hit
     assert dbg.run()[0].startswith("watchpoint")
+
+
+def test_trace_command_writes_each_format(tmp_path, capsys):
+    from lngb.cli import main
+    assert main(["trace"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert len(listing) == 48 and "Mul.f32" in listing[6]
+    assert main(["trace", "--format", "jsonl", "--out", str(tmp_path / "t.jsonl")]) == 0
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 48
+    assert main(["trace", "--format", "chrome", "--out", str(tmp_path / "t.json")]) == 0
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" for e in events) == 48
