@@ -146,10 +146,10 @@ class AICore:
                            dtype, None, "VREG")
 
     # --- the hook point: every instruction and event comes through here ----------------------
-    def issue(self, api, pipe, row, operands=(), lanes=None, gm=None):
+    def issue(self, api, pipe, row, operands=(), gm=None):
         """Execute one validated instruction or event row (while recording, only append it).
 
-        `operands` and `lanes` describe the call for observers (trace, sanitizer, cost)."""
+        `operands` describe the call for the trace; `gm` is a DataCopy's GM byte array."""
         self._last_row = row
         if self._recording is not None:
             if gm is not None:

@@ -93,17 +93,17 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
         round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0,
         4 if count_form else int(is_set_mask)), dtype=np.int64)
-    issue_with_mask(core, api, row, (dst, *sources), lanes, register,
+    issue_with_mask(core, api, row, (dst, *sources), register,
                     MaskMode.NORMAL if count_form else core.mask_mode)
 
 
-def issue_with_mask(core, api, row, operands, lanes, register, mode):
+def issue_with_mask(core, api, row, operands, register, mode):
     """Issue a vector row with the mask register as the call leaves it (the trace shows it);
     restored if the core rejects the row (the sanitizer)."""
     before = core.mask_mode, core.mask_high, core.mask_low
     core.mask_mode, (core.mask_high, core.mask_low) = mode, register
     try:
-        core.issue(api, Pipe.PIPE_V, row, operands, lanes)
+        core.issue(api, Pipe.PIPE_V, row, operands)
     except Exception:
         core.mask_mode, core.mask_high, core.mask_low = before
         raise

@@ -74,4 +74,4 @@ def DataCopy(dst, src, count_or_params):
                                                                     src_gap, dst_gap)
     if block_len == 0:
         row[BLOCK_COUNT] = 0
-    core.issue(api, pipe, row, (dst, src), None, gm=gms[0].gm if gms else None)
+    core.issue(api, pipe, row, (dst, src), gm=gms[0].gm if gms else None)

@@ -80,7 +80,7 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
     row[REPEAT], row[SAT], row[FAMILY] = repeat, core.sat_mode, family
     row[MASK_SETS] = int(is_set_mask)
-    issue_with_mask(core, api, row, (Operand("dst", dst, 1, dst_rep), s), lanes, register,
+    issue_with_mask(core, api, row, (Operand("dst", dst, 1, dst_rep), s), register,
                     core.mask_mode)
 
 
