@@ -9,6 +9,7 @@ from .tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
                      GetLayerNormGradBetaNDTilingInfo)
 from . import vector_ops
 from .operator import LayerNormGradBeta
-from .host import EmulationResult, emulate, emulate_operator
+from .host import EmulationResult, emulate
+from .multicore import OperatorResult, emulate_operator, operator_tiling
 from .cost import CostModel
 from .sweeps import sweep

@@ -87,6 +87,7 @@ class AICore:
                           if mode == "checked" else None)
         self.last_program = None  # the program the last replaying run_recorded executed
         self._call_memo = {}      # validated count-form calls (vector_ops.memo)
+        self.gm_slots = ()        # live runs of multi-core kernels: the GM buffers by slot
         self._last_row = None
 
     def __repr__(self):
@@ -158,6 +159,8 @@ class AICore:
             self._recorded.append(self._trace_record(len(self._recording), api, pipe, row,
                                                      operands))
             return
+        if gm is not None and self.gm_slots:  # name the slot in the row, for checks across cores
+            row[GM_SLOT] = next((k for k, g in enumerate(self.gm_slots) if g is gm), 0)
         record = None
         if self.mode != "fast":
             record = self._trace_record(self.seq + 1, api, pipe, row, operands)
@@ -165,9 +168,12 @@ class AICore:
                 self.sanitizer.check(record, self.seq + 1)
         self.seq += 1
         if row[OP] < EVENT_BASE:
-            if gm is not None and not gm.flags.writeable:
-                gm = gm.copy()  # a read-only source: numba wants one array type for all GM
-            execute(self.ub, NO_GMS if gm is None else (gm,) + NO_GMS[1:], row.reshape(1, -1))
+            gms = NO_GMS
+            if gm is not None:
+                if not gm.flags.writeable:
+                    gm = gm.copy()  # a read-only source: numba wants one array type for all GM
+                gms = tuple(gm if k == row[GM_SLOT] else NO_GM for k in range(GM_SLOTS))
+            execute(self.ub, gms, row.reshape(1, -1))
         if record is not None:
             self.trace.append(record)
 

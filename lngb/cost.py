@@ -18,7 +18,7 @@ from .vector_ops.program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE
                                  DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MASK_SETS, MUL,
                                  MULS, OP,
                                  PAIR_REDUCE_SUM, PIPE_BARRIER, REPEAT, SCALAR_ACCESS, SET_FLAG,
-                                 SET_MASK, SRC0, SRC1, SUB, UNDEFINE, WAIT_FLAG,
+                                 SET_MASK, SRC0, SRC1, SUB, SYNC_ALL, UNDEFINE, WAIT_FLAG,
                                  WHOLE_REDUCE_SUM)
 from .vector_ops.mask import MASK_APIS
 from .vector_ops.types import Pipe
@@ -49,6 +49,15 @@ CONSTANTS = {
     "gm_bytes_per_cycle": Constant({"atlas-a2": 32, "atlas-a3": 32, "atlas-inference": 17,
                                     "atlas-350": 31}, "runtime ini ddr_rate [S6][S7][S8][S9]; "
                                    "units not stated; MTE2 and MTE3 share it", True),
+    # The chip's GM bandwidth, shared by the cores of a multi-core operator: 1.6 TB/s [S54][S55]
+    # at the product's clock; 310P: about 0.2 TB/s (LPDDR4X), an estimate.
+    "gm_total_bytes_per_cycle": Constant({"atlas-a2": 1.6e6 / 1800, "atlas-a3": 1.6e6 / 1850,
+                                          "atlas-inference": 0.2e6 / 1060,
+                                          "atlas-350": 1.6e6 / 1800},
+                                         "GM about 1.6 TB/s [S54][S55] / clock; 310P and 950 "
+                                         "figures are estimates", True),
+    "sync_all_cycles": Constant(1000, "SyncAll across the cores of an operator (a GM "
+                                      "round trip); no published figure", True),
     "clock_mhz": Constant({name: p.clock_mhz for name, p in PRODUCTS.items()},
                           "the products table: runtime ini / npu-smi clocks [S6][S7][S8][S9]"),
     # Elements per cycle per core, (half, float) [S44]: Add-like instructions, Duplicate and pair
@@ -59,7 +68,7 @@ CONSTANTS = {
                        BLOCK_REDUCE_SUM: (128 / 7, 64), WHOLE_REDUCE_SUM: (128 / 7, 64 / 7),
                        PAIR_REDUCE_SUM: (128, 64)}, "Vector instruction rates [S44]"),
 }
-PER_PRODUCT = ("gm_bytes_per_cycle", "clock_mhz")
+PER_PRODUCT = ("gm_bytes_per_cycle", "gm_total_bytes_per_cycle", "clock_mhz")
 REDUCTIONS = (BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM)
 COPIES = (COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB)
 OP_NAMES = {ADD: "Add", SUB: "Sub", MUL: "Mul", ADDS: "Adds", MULS: "Muls",
@@ -67,7 +76,7 @@ OP_NAMES = {ADD: "Add", SUB: "Sub", MUL: "Mul", ADDS: "Adds", MULS: "Muls",
             WHOLE_REDUCE_SUM: "WholeReduceSum", PAIR_REDUCE_SUM: "PairReduceSum",
             COPY_GM_TO_UB: "DataCopy", COPY_UB_TO_GM: "DataCopy", COPY_UB_TO_UB: "DataCopy",
             PIPE_BARRIER: "PipeBarrier", SET_FLAG: "SetFlag", WAIT_FLAG: "WaitFlag",
-            SET_MASK: "SetVectorMask", SCALAR_ACCESS: "GetValue/SetValue"}
+            SET_MASK: "SetVectorMask", SCALAR_ACCESS: "GetValue/SetValue", SYNC_ALL: "SyncAll"}
 PIPE_OF = {COPY_GM_TO_UB: Pipe.PIPE_MTE2, COPY_UB_TO_GM: Pipe.PIPE_MTE3}
 WORK_PIPES = (Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3)
 
@@ -170,12 +179,13 @@ class CostModel:
             if op < PIPE_BARRIER:  # the call's own mask setup runs on the scalar unit first
                 t_s += v["mask_setup_cycles"] * row[MASK_SETS]
             dispatch, t_s = t_s, t_s + v["issue_cycles"]
-            if op == PIPE_BARRIER:
-                pipes = WORK_PIPES if row[DST] == Pipe.PIPE_ALL else (Pipe(row[DST]),)
+            if op in (PIPE_BARRIER, SYNC_ALL):  # SyncAll: this core's side, a PIPE_ALL barrier
+                every = op == SYNC_ALL or row[DST] == Pipe.PIPE_ALL
+                pipes = WORK_PIPES if every else (Pipe(row[DST]),)
                 after = max(done[p] for p in pipes) + v["barrier_drain_cycles"]
                 for p in pipes:
                     ready[p] = max(ready[p], after)
-                if row[DST] == Pipe.PIPE_ALL:  # the scalar unit waits too
+                if every:  # the scalar unit waits too
                     t_s = max(t_s, after)
                 timeline.append(Span(index, name, "PIPE_S", dispatch, dispatch + v["issue_cycles"]))
             elif op == SET_FLAG:

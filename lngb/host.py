@@ -102,8 +102,9 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
             f"the tensors plus at least {min_size} of temp buffer = {tensors + min_size} bytes, "
             f"but {product.name} has {capacity} allocatable UB bytes. "
             + (f"It fits on {', '.join(bigger)}. " if bigger else "")
-            + "Shapes larger than one UB are for lngb.emulate_operator, the multi-core operator "
-            "over GM, which is not built yet")
+            + "Shapes larger than one UB are for lngb.emulate_operator(input_dy, res_for_gamma, "
+            "product=..., block_dim=None, threads=None, mode='fast'), the multi-core operator "
+            "over GM")
     if stack_buffer_size is None:
         return min(max_size, free)
     if isinstance(stack_buffer_size, bool) or not isinstance(stack_buffer_size, (int, np.integer)):
@@ -215,10 +216,3 @@ def _gm_bytes(array):
     if not (array.flags.c_contiguous and array.flags.writeable):
         array = np.ascontiguousarray(array).copy()
     return array.reshape(-1).view(np.uint8)
-
-
-def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None, threads=None,
-                     mode="fast"):
-    """The multi-core operator over GM for shapes larger than one UB: not built yet."""
-    raise NotImplementedError("lngb.emulate_operator (the multi-core operator over GM) is not "
-                              "built yet; lngb.emulate handles inputs that fit one UB")

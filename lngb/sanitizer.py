@@ -13,7 +13,7 @@ import numpy as np
 from .errors import HazardError, UninitializedReadError
 from .vector_ops.footprint import footprint
 from .vector_ops.program import (DST, EVENT_BASE, OP, PIPE_BARRIER, SET_FLAG, SRC0, SRC1,
-                                 UNDEFINE, WAIT_FLAG)
+                                 SYNC_ALL, UNDEFINE, WAIT_FLAG)
 from .vector_ops.types import Pipe
 
 
@@ -101,8 +101,8 @@ class Sanitizer:
         """Check one instruction or event before it executes, then update the shadow state."""
         self.pristine = False
         row = record.row
-        if row[OP] == PIPE_BARRIER:
-            if row[DST] in (Pipe.PIPE_V, Pipe.PIPE_ALL):
+        if row[OP] in (PIPE_BARRIER, SYNC_ALL):
+            if row[OP] == SYNC_ALL or row[DST] in (Pipe.PIPE_V, Pipe.PIPE_ALL):
                 self.last_v_barrier = seq
             return
         if row[OP] == UNDEFINE:

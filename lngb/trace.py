@@ -174,6 +174,8 @@ def _event_detail(row):
                 f"{int(row[P.MASK1]) & (2**64 - 1):#x}:{int(row[P.MASK0]) & (2**64 - 1):#x}")
     if op == P.SCALAR_ACCESS:
         return f"UB@{row[P.DST]}"
+    if op == P.SYNC_ALL:
+        return "every core waits for all the others"
     if op == P.UNDEFINE:
         return f"UB@{row[P.DST]} {row[P.SRC0]} bytes now undefined"
     return ""

@@ -11,6 +11,7 @@ from ..errors import InvalidArgumentError
 
 HALF_MAX_BITS = 0x7BFF  # 65504
 HALF_INF_BITS = 0x7C00
+TWO_POW_M24 = np.float32(2.0 ** -24)
 
 # Same values as half_to_float, built independently by numpy, for table-lookup kernels.
 HALF_TO_FLOAT_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
@@ -121,3 +122,49 @@ def float_array_to_half(float32_array, round_mode, saturate):
     for i in range(float32_array.shape[0]):
         out[i] = float_to_half(float32_array[i], round_mode, saturate)
     return out
+
+
+# --- array conversions written without branches, so LLVM vectorises them (the Cast kernels) ---
+
+# Numba widens integer arithmetic to int64 unless every operand is uint32: the casts keep the
+# vectors 16 lanes wide.
+U32 = np.uint32
+
+
+@njit
+def widen_array(dst, src):
+    """float32 values of half bit patterns: the same bits as half_to_float, for every pattern."""
+    out = dst.view(np.uint32)
+    for i in range(out.size):
+        h = U32(src[i])
+        shifted = U32((h & U32(0x7FFF)) << U32(13))
+        exp = U32(shifted & U32(0x0F800000))
+        normal = U32(shifted + U32(0x38000000))            # rebias 15 -> 127
+        special = U32(shifted + U32(0x70000000))           # inf / NaN: exponent 31 -> 255
+        tiny = np.float32(np.float32(np.int32(h & U32(0x3FF))) * TWO_POW_M24)  # exact
+        bits = special if exp == U32(0x0F800000) else (
+            tiny.view(np.uint32) if exp == U32(0) else normal)
+        out[i] = U32(bits | U32((h & U32(0x8000)) << U32(16)))
+
+
+@njit
+def narrow_array_rint(dst, src, saturate):
+    """Half bit patterns of float32 values, CAST_RINT (or CAST_NONE): the same bits as
+    float_to_half(x, CAST_RINT, saturate) for every input."""
+    src_bits = src.view(np.uint32)
+    big = U32(HALF_MAX_BITS if saturate else HALF_INF_BITS)
+    for i in range(dst.size):
+        b = src_bits[i]
+        a = U32(b & U32(0x7FFFFFFF))
+        # ties to even: add just under half an ulp, plus one when the kept part is odd;
+        # a carry into the exponent is the right result; infinity lands in `big`
+        rounded = U32(U32(a + U32(0xFFF) + ((a >> U32(13)) & U32(1))) >> U32(13))
+        normal = U32(rounded - U32(0x1C000))               # rebias 127 -> 15
+        # below 2**-14: adding 0.5 rounds to a multiple of 2**-24 (ties to even) exactly
+        tiny = U32(np.float32(np.abs(src[i]) + np.float32(0.5)).view(np.uint32) - U32(0x3F000000))
+        mag = tiny if a < U32(0x38800000) else (big if normal >= U32(HALF_INF_BITS) else normal)
+        sign = U32((b >> U32(16)) & U32(0x8000))
+        payload = U32((a >> U32(13)) & U32(0x3FF))
+        nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
+            payload if payload != U32(0) else U32(0x200)))
+        dst[i] = nan if a > U32(0x7F800000) else U32(sign | mag)

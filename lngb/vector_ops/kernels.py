@@ -7,7 +7,8 @@ sees the core object. Element-wise instructions share one walk: an instruction i
 import numpy as np
 
 from .._jit import njit
-from .half import HALF_TO_FLOAT_TABLE, float_to_half, half_to_float
+from .half import (HALF_TO_FLOAT_TABLE, float_to_half, half_to_float, narrow_array_rint,
+                   widen_array)
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
                       COPY_UB_TO_GM, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
                       DT_SRC, DUPLICATE, EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
@@ -17,7 +18,7 @@ from .types import RoundMode
 from .walk import (contiguous, flat_count, lane_active, lane_index, lanes_per_repeat,
                    reduce_geometry, repeat_count)
 
-RINT = int(RoundMode.CAST_RINT)
+RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
 
 
 @njit
@@ -101,7 +102,7 @@ def elementwise(f32, u16, row):
         if dt == F32 and st == F32:
             _flat_f32(op, f32, d, a, b, s, n)
         elif op == CAST and dt == F32:
-            _widen(f32[d:d + n], u16[a:a + n])
+            widen_array(f32[d:d + n], u16[a:a + n])
         elif op == CAST:
             _narrow(u16[d:d + n], f32[a:a + n], round_mode, sat)
         else:
@@ -153,13 +154,10 @@ def _flat_f32(op, f32, d, a, b, s, n):
 
 
 @njit
-def _widen(dst, src):
-    for i in range(dst.size):
-        dst[i] = HALF_TO_FLOAT_TABLE[src[i]]
-
-
-@njit
 def _narrow(dst, src, round_mode, sat):
+    if round_mode == RINT or round_mode == NONE:
+        narrow_array_rint(dst, src, sat)
+        return
     for i in range(dst.size):
         dst[i] = float_to_half(src[i], round_mode, sat)
 
@@ -258,3 +256,15 @@ def execute(ub, gms, program):
             reduce(f32, u16, row)
         elif op < EVENT_BASE:
             copy(ub, gms[row[GM_SLOT]], row)
+
+
+@njit
+def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, schedule):
+    """Replay recorded steps: schedule[i] = (program, GM byte base of each of the four slots).
+    Step programs hold GM offsets relative to their bases (lngb.multicore), and the caller has
+    checked every base plus the program's GM extent against the buffers' sizes."""
+    for i in range(schedule.shape[0]):
+        p = schedule[i, 0]
+        gms = (gm0[schedule[i, 1]:], gm1[schedule[i, 2]:], gm2[schedule[i, 3]:],
+               gm3[schedule[i, 4]:])
+        execute(ub, gms, rows[starts[p]:starts[p + 1]])

@@ -30,9 +30,10 @@ COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB = 50, 51, 52
 # mode and register after it;
 # GetValue/SetValue: DST = the UB address; UNDEFINE (no device instruction: a call declaring bytes
 # undefined, e.g. the buffers isReuseSource clobbers, for the sanitizer): DST = address,
-# SRC0 = bytes.
+# SRC0 = bytes; SyncAll (every core of the operator waits for all the others; a PIPE_ALL
+# barrier on each core).
 EVENT_BASE = 60
-PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS, UNDEFINE = 60, 61, 62, 63, 64, 65
+PIPE_BARRIER, SET_FLAG, WAIT_FLAG, SET_MASK, SCALAR_ACCESS, UNDEFINE, SYNC_ALL = range(60, 67)
 
 # Data type codes used inside kernels.
 F32, F16 = 0, 1

@@ -1,8 +1,8 @@
-"""PipeBarrier, SetFlag, WaitFlag: recorded as events on the current core (spec §7.2)."""
+"""PipeBarrier, SetFlag, WaitFlag, SyncAll: recorded as events on the current core (spec §7.2)."""
 from ..errors import InvalidArgumentError
 from ..tensor import current_core
 from .checks import check_range, enum_arg
-from .program import PIPE_BARRIER, event_row
+from .program import PIPE_BARRIER, SYNC_ALL, event_row
 from .types import HardEvent, Pipe
 
 
@@ -29,3 +29,10 @@ def SetFlag(event, event_id):
 def WaitFlag(event, event_id):
     core, event_id = _event("WaitFlag", event, event_id)
     core.wait_flag(event, event_id)
+
+
+def SyncAll():
+    """Every core of a multi-core operator waits here until all have arrived (AscendC::SyncAll);
+    on this core it drains every pipe, like PipeBarrier(PIPE_ALL). The multi-core runner
+    (lngb.multicore) starts the next phase of any core only when all cores have issued it."""
+    current_core().issue("SyncAll", Pipe.PIPE_ALL, event_row(SYNC_ALL))

@@ -1,0 +1,707 @@
+"""The multi-core LayerNormGradBeta operator over GM: `emulate_operator`.
+
+The kernel a real Ascend C operator wraps around the API, for [B, S, H] inputs of any size:
+
+* Host tiling (`OperatorTiling`): the B*S rows are split into `block_dim` contiguous runs, one per
+  vector core (the first R % block_dim cores get one row more). Each core streams its rows through
+  UB in tiles of `tile_rows` rows x `tile_cols` columns (all of H when a row fits; otherwise
+  column slices of a multiple of 128 elements), as large as double buffering allows.
+* Phase 1, per core and column slice: for each tile, CopyIn (AllocTensor, DataCopy GM -> UB on
+  MTE2, EnQue; two buffers per input, so MTE2 fetches the next tile while V computes) and Compute
+  (DeQue, LayerNormGradBeta on the tile as [1, rows, cols], FreeTensor, then fold the tile's
+  partial into an fp32 accumulator); then CopyOut of the accumulator to the core's row of a GM
+  workspace [block_dim, 2, H] fp32.
+* SyncAll.
+* Phase 2: the columns of H are split across the cores again; each core adds the block_dim
+  partials of its columns in core order 0, 1, ... in fp32, rounds once to the input dtype and
+  writes pdGamma / pdBeta.
+
+Order of additions, per column (the numerics contract of this operator):
+  tile partial  = the API's order within the tile (its row loop: ((row0 + 0) + row1) + ...), in
+                  fp32; for half inputs the API rounds it to half (one rounding per tile);
+  core partial  = ((tile0 + tile1) + tile2) + ... in fp32, tiles in row order (tile0 is copied,
+                  not added to zero, so -0.0 survives);
+  result        = ((core0 + core1) + core2) + ... in fp32, rounded to the input dtype with RINT
+                  (saturating as the core's sat_mode says).
+With block_dim=1 and inputs that fit one tile the result equals `lngb.emulate`'s bits.
+
+Execution. mode="fast" records each distinct step once (a step's instruction stream depends only
+on its arguments and the core's state: mask register, flags, TPipe queues) and replays the whole
+schedule of a core in one jitted, GIL-free call; cores run on `threads` OS threads, each on its
+own UB, so results do not depend on the thread count. mode="observed" / "checked" run the Python
+kernel live, core by core, with traces and the sanitizer (plus GM checks across cores).
+"""
+import os
+import warnings
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .core import AICore
+from .cost import CONSTANTS, CostModel
+from .errors import (CapacityError, HazardError, InvalidArgumentError, UninitializedReadError)
+from .operator import LayerNormGradBeta
+from .pipe import TBuf, TPipe, TQue
+from .products import get_product
+from .tensor import GlobalTensor, LocalTensor
+from .tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
+from .vector_ops import (PIPE_V, Add, Cast, DataCopy, DataCopyParams, PipeBarrier, RoundMode,
+                         SyncAll)
+from .vector_ops.kernels import run_schedule
+from .vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY_GM_TO_UB, COPY_UB_TO_GM, DST,
+                                 DST_GAP, GM_SLOT, GM_SLOTS, OP, SRC0, SRC_GAP, SYNC_ALL)
+
+F32 = np.dtype(np.float32)
+BUFFER_NUM = 2          # double buffering of the inputs
+COL_QUANTUM = 128       # column slices are multiples of 128 elements (whole repeats)
+MAX_BURSTS = 4095       # DataCopyParams.blockCount
+DY, RFG, WORKSPACE, OUTPUT = range(GM_SLOTS)
+
+
+def _round32(n):
+    return -(-n // 32) * 32
+
+
+# --- host tiling -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OperatorTiling:
+    """How the operator splits the work (host side); see the module docstring."""
+    rows: int                # B * S
+    h: int
+    dtype: str
+    product: str
+    block_dim: int
+    core_rows: tuple         # (first row, row count) per core
+    tile_rows: int
+    tile_cols: int
+    tmp_bytes: int           # the API's sharedTmpBuffer per core
+    reduce_cols: tuple       # (first column, column count) each core reduces in phase 2
+    reduce_chunk: int        # columns a core reduces at once
+
+    def tiles(self, first_row, count):
+        return [(r, min(self.tile_rows, first_row + count - r))
+                for r in range(first_row, first_row + count, self.tile_rows)]
+
+    def col_slices(self, first=0, count=None, width=None):
+        count = self.h if count is None else count
+        width = self.tile_cols if width is None else width
+        return [(c, min(width, first + count - c)) for c in range(first, first + count, width)]
+
+
+def _phase1_bytes(rows, cols, itemsize):
+    """UB bytes of phase 1 for tiles of rows x cols, and the API's minimum temp buffer."""
+    _, min_tmp = GetLayerNormGradBetaMaxMinTmpSize((1, rows, cols), itemsize, False)
+    if itemsize == 2:  # the tile partials are widened to fp32 in the temp buffer
+        min_tmp = max(min_tmp, 8 * cols)
+    fixed = (2 * BUFFER_NUM * _round32(rows * cols * itemsize)   # dy, resForGamma queues
+             + _round32(2 * cols * itemsize)                      # the API's two outputs
+             + 2 * cols * 4)                                      # fp32 accumulators
+    return fixed, min_tmp
+
+
+def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_cols=None):
+    """The OperatorTiling of `emulate_operator` for [B, S, H] inputs of `dtype` on `product`.
+    `tile_rows` / `tile_cols` (a multiple of 128, or H) override the choice of tile."""
+    product = get_product(product)
+    dtype = np.dtype(dtype)
+    b, s, h = shape
+    rows, itemsize, usable = b * s, dtype.itemsize, product.usable_ub
+    if block_dim is None:
+        block_dim = min(product.vector_cores, rows)
+    if isinstance(block_dim, bool) or not isinstance(block_dim, (int, np.integer)):
+        raise InvalidArgumentError(f"emulate_operator: block_dim must be an integer, got "
+                                   f"{block_dim!r}")
+    block_dim = int(block_dim)
+    if not 1 <= block_dim <= product.vector_cores:
+        raise InvalidArgumentError(
+            f"emulate_operator: block_dim {block_dim} outside 1 ~ {product.vector_cores}, the "
+            f"vector cores of {product.name} (more logical cores than physical ones hang a "
+            "kernel that uses SyncAll)")
+    if block_dim > rows:
+        raise InvalidArgumentError(f"emulate_operator: block_dim {block_dim} is more than the "
+                                   f"{rows} rows (B*S); every core needs at least one row")
+    base, extra = divmod(rows, block_dim)
+    core_rows, start = [], 0
+    for c in range(block_dim):
+        n = base + (c < extra)
+        core_rows.append((start, n))
+        start += n
+
+    def fits(r, w):
+        fixed, min_tmp = _phase1_bytes(r, w, itemsize)
+        return fixed + min_tmp <= usable
+
+    cols = h
+    if tile_cols is not None:
+        cols = int(tile_cols)
+        if not (cols == h or (0 < cols < h and cols % COL_QUANTUM == 0)) or not fits(1, cols):
+            raise CapacityError(f"emulate_operator: tile_cols {tile_cols} must be H or a "
+                                f"multiple of {COL_QUANTUM} below it whose row fits the UB")
+    elif not fits(1, h):
+        cols = (h // COL_QUANTUM) * COL_QUANTUM
+        while cols > 0 and not fits(1, cols):
+            cols -= COL_QUANTUM
+        if cols == 0:
+            raise CapacityError(f"emulate_operator: not even one row of {COL_QUANTUM} columns "
+                                f"fits the {usable}-byte UB of {product.name}")
+    limit = min(base + (extra > 0), MAX_BURSTS)
+    if tile_rows is None:
+        tile_rows = 1
+        while tile_rows < limit and fits(tile_rows + 1, cols):
+            tile_rows += 1
+    elif not (1 <= int(tile_rows) <= limit and fits(int(tile_rows), cols)):
+        raise CapacityError(f"emulate_operator: tile_rows {tile_rows} x {cols} columns does not "
+                            f"fit the UB of {product.name} (or exceeds the rows per core)")
+    tile_rows = int(tile_rows)
+    fixed, min_tmp = _phase1_bytes(tile_rows, cols, itemsize)
+    max_tmp, _ = GetLayerNormGradBetaMaxMinTmpSize((1, tile_rows, cols), itemsize, False)
+    tmp_bytes = max(min_tmp, min(max_tmp, (usable - fixed) // 32 * 32))
+
+    quantum = 32 // itemsize
+    units = h // quantum
+    reducers = min(block_dim, units)
+    q, rem = divmod(units, reducers)
+    reduce_cols, start = [], 0
+    for c in range(block_dim):
+        n = (q + (c < rem)) * quantum if c < reducers else 0
+        reduce_cols.append((start, n))
+        start += n
+    per_col = 2 * BUFFER_NUM * 8 + 8 + 2 * itemsize   # partial queue, fp32 total, output queue
+    chunk = min(max(n for _, n in reduce_cols), usable // per_col // quantum * quantum)
+    return OperatorTiling(rows, h, dtype.str, product.name, block_dim, tuple(core_rows),
+                          tile_rows, cols, tmp_bytes, tuple(reduce_cols), chunk)
+
+
+# --- the kernel, written like its Ascend C source --------------------------------------------
+
+class LayerNormGradBetaKernel:
+    """One core's kernel. `Process` is a generator: it yields at SyncAll, and the runner resumes
+    it once every core has got there. Every instruction is issued inside `runner.step(fn, *args,
+    at=...)`: fn may depend only on its arguments, `at` (the GM byte base of each slot) and the
+    state of the core, the TPipe and `self.member` (what the planner keys on)."""
+
+    def __init__(self, core, tiling, block_idx, gms, runner):
+        self.core, self.t, self.block_idx, self.run = core, tiling, block_idx, runner
+        self.dtype = np.dtype(tiling.dtype)
+        self.gms = gms
+        self.member = {}          # tensors kept between steps (Ascend C class members)
+        self._tilings = {}
+
+    def gm(self, slot, byte_offset, dtype):
+        arena = self.gms[slot]
+        return GlobalTensor.in_arena(arena, byte_offset, dtype,
+                                     (arena.size - byte_offset) // np.dtype(dtype).itemsize)
+
+    def api_tiling(self, rows, cols):
+        key = (rows, cols)
+        if key not in self._tilings:
+            self._tilings[key] = GetLayerNormGradBetaNDTilingInfo(
+                (1, rows, cols), self.t.tmp_bytes, self.dtype.itemsize, False)
+        return self._tilings[key]
+
+    def Process(self):
+        t, s = self.t, self.dtype.itemsize
+        first_row, count = t.core_rows[self.block_idx]
+        self.Init()
+        for col, cols in t.col_slices():
+            for i, (row, rows) in enumerate(t.tiles(0, count)):
+                self.run.step(self.Tile, rows, cols, i == 0, at=((row * t.h + col) * s,) * 2
+                              + (0, 0))
+            self.run.step(self.CopyOutPartial, cols,
+                          at=(0, 0, (self.block_idx * 2 * t.h + col) * 4, 0))
+        self.run.step(self.Sync)
+        yield
+        lo, width = t.reduce_cols[self.block_idx]
+        if width == 0:
+            return
+        self.InitReduce()
+        for col, cols in t.col_slices(lo, width, t.reduce_chunk):
+            for k in range(t.block_dim):
+                self.run.step(self.AddPartial, cols, k == 0, at=(0, 0, (k * 2 * t.h + col) * 4, 0))
+            self.run.step(self.CopyOutResult, cols, at=(0, 0, 0, col * s))
+        self.run.step(self.Finish)
+
+    # phase 1 ---------------------------------------------------------------------------------
+    def Init(self):
+        """TPipe and buffers (no instructions)."""
+        t, s = self.t, self.dtype.itemsize
+        self.pipe = TPipe(self.core)
+        self.in_dy, self.in_rfg, self.acc_que = TQue("VECIN"), TQue("VECIN"), TQue("VECOUT")
+        self.out_buf, self.tmp_buf = TBuf("VECCALC"), TBuf("VECCALC")
+        self.pipe.InitBuffer(self.in_dy, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
+        self.pipe.InitBuffer(self.in_rfg, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
+        self.pipe.InitBuffer(self.acc_que, 1, 2 * t.tile_cols * 4)
+        self.pipe.InitBuffer(self.out_buf, 2 * t.tile_cols * s)
+        self.pipe.InitBuffer(self.tmp_buf, t.tmp_bytes)
+
+    def copy_in(self, que, slot, rows, cols, at):
+        local = que.AllocTensor(self.dtype)
+        src = self.gm(slot, at[slot], self.dtype)
+        s = self.dtype.itemsize
+        if cols == self.t.h:
+            DataCopy(local, src, rows * cols)
+        else:
+            DataCopy(local, src, DataCopyParams(rows, cols * s // 32, (self.t.h - cols) * s // 32, 0))
+        que.EnQue(local)
+
+    def Tile(self, rows, cols, first, at):
+        """CopyIn and Compute of one tile; the first tile of a column slice starts the
+        accumulator."""
+        self.copy_in(self.in_dy, DY, rows, cols, at)
+        self.copy_in(self.in_rfg, RFG, rows, cols, at)
+        dy, rfg = self.in_dy.DeQue(self.dtype), self.in_rfg.DeQue(self.dtype)
+        out = self.out_buf.Get(self.dtype, 2 * cols)
+        LayerNormGradBeta(out, out[cols], rfg, dy, self.tmp_buf.Get(np.uint8),
+                          self.api_tiling(rows, cols))
+        self.in_dy.FreeTensor(dy)
+        self.in_rfg.FreeTensor(rfg)
+        if first:
+            self.member["acc"] = self.acc_que.AllocTensor(F32)
+        acc, n = self.member["acc"], 2 * cols
+        if self.dtype == F32:
+            (DataCopy(acc, out, n) if first else Add(acc, acc, out, n))
+        elif first:
+            Cast(acc, out, RoundMode.CAST_NONE, n)
+        else:
+            wide = self.tmp_buf.Get(F32, n)
+            Cast(wide, out, RoundMode.CAST_NONE, n)
+            PipeBarrier(PIPE_V)
+            Add(acc, acc, wide, n)
+        PipeBarrier(PIPE_V)
+
+    def CopyOutPartial(self, cols, at):
+        acc = self.member.pop("acc")
+        self.acc_que.EnQue(acc)
+        acc = self.acc_que.DeQue(F32)
+        gap = (self.t.h - cols) * 4 // 32
+        DataCopy(self.gm(WORKSPACE, at[WORKSPACE], F32), acc,
+                 DataCopyParams(2, cols * 4 // 32, 0, gap))
+        self.acc_que.FreeTensor(acc)
+
+    def Sync(self, at):
+        self.pipe.Destroy()
+        SyncAll()
+
+    # phase 2 ---------------------------------------------------------------------------------
+    def InitReduce(self):
+        t, s = self.t, self.dtype.itemsize
+        self.pipe = TPipe(self.core)
+        self.in_part, self.out_que, self.total_buf = TQue("VECIN"), TQue("VECOUT"), TBuf("VECCALC")
+        self.pipe.InitBuffer(self.in_part, BUFFER_NUM, 2 * t.reduce_chunk * 4)
+        self.pipe.InitBuffer(self.total_buf, 2 * t.reduce_chunk * 4)
+        self.pipe.InitBuffer(self.out_que, 1, 2 * t.reduce_chunk * s)
+
+    def AddPartial(self, cols, first, at):
+        """Fold core k's partial of these columns into the fp32 total (core order)."""
+        part = self.in_part.AllocTensor(F32)
+        gap = (self.t.h - cols) * 4 // 32
+        DataCopy(part, self.gm(WORKSPACE, at[WORKSPACE], F32),
+                 DataCopyParams(2, cols * 4 // 32, gap, 0))
+        self.in_part.EnQue(part)
+        part = self.in_part.DeQue(F32)
+        total = self.total_buf.Get(F32, 2 * cols)
+        (DataCopy(total, part, 2 * cols) if first else Add(total, total, part, 2 * cols))
+        PipeBarrier(PIPE_V)
+        self.in_part.FreeTensor(part)
+
+    def CopyOutResult(self, cols, at):
+        s, n = self.dtype.itemsize, 2 * cols
+        out = self.out_que.AllocTensor(self.dtype)
+        total = self.total_buf.Get(F32, n)
+        (DataCopy(out, total, n) if self.dtype == F32
+         else Cast(out, total, RoundMode.CAST_RINT, n))
+        PipeBarrier(PIPE_V)
+        self.out_que.EnQue(out)
+        out = self.out_que.DeQue(self.dtype)
+        DataCopy(self.gm(OUTPUT, at[OUTPUT], self.dtype), out,
+                 DataCopyParams(2, cols * s // 32, 0, (self.t.h - cols) * s // 32))
+        self.out_que.FreeTensor(out)
+
+    def Finish(self, at):
+        self.pipe.Destroy()
+
+
+# --- running kernels: live, or planned once and replayed ---------------------------------------
+
+class _Live:
+    """Steps execute as they are issued (observed and checked modes)."""
+
+    def __init__(self, core, gms):
+        self.core = core
+        core.gm_slots = gms
+
+    def step(self, fn, *args, at=(0, 0, 0, 0)):
+        with self.core:
+            fn(*args, at=at)
+
+
+@dataclass
+class _Step:
+    program: int
+    end: tuple  # (core state, pipe state, members) after the step
+
+
+class _Planner:
+    """Records each distinct step of a core once, keyed by (step, arguments, state), and lists
+    the core's schedule of (program, GM bases) per phase. Programs are shared by all cores."""
+
+    def __init__(self, recorded):
+        self.recorded = recorded  # the _Recorded shared by every core of the plan
+        self.schedule = ([], [])
+        self.phase = 0
+
+    def attach(self, core, kernel):
+        self.core, self.kernel = core, kernel
+
+    def _state(self):
+        core, kernel = self.core, self.kernel
+        pipe = getattr(kernel, "pipe", None)
+        flags = tuple(sorted(((e.name, i), n) for (e, i), n in core.flags.items() if n))
+        return ((core.mask_mode, core.mask_high, core.mask_low, core.allocated, flags),
+                pipe.state() if pipe is not None else None,
+                tuple((k, v.address, v.size, v.dtype.str) for k, v in kernel.member.items()))
+
+    def step(self, fn, *args, at=(0, 0, 0, 0)):
+        key = (fn.__name__, args, self._state())
+        entry = self.recorded.steps.get(key)
+        if entry is None:
+            entry = self.recorded.record(self.core, self.kernel, fn, args, at)
+            self.recorded.steps[key] = entry
+        else:
+            self._restore(entry.end)
+        self.recorded.check_bounds(entry.program, at, self.kernel.gms)
+        self.schedule[self.phase].append((entry.program, *at))
+        if fn.__name__ == "Sync":
+            self.phase = 1
+
+    def _restore(self, end):
+        core_state, pipe_state, members = end
+        self.core._set_state(core_state)
+        if pipe_state is not None:
+            self.kernel.pipe.set_state(pipe_state)
+        self.kernel.member = {k: LocalTensor(self.core, *m) for k, m in members.items()}
+
+
+class _Recorded:
+    """The programs of a plan: rows with GM offsets relative to the step's bases."""
+
+    def __init__(self):
+        self.steps = {}
+        self.programs = []    # row arrays
+        self.extents = []     # per program: GM bytes used past each slot's base
+        self.warnings = []
+
+    def record(self, core, kernel, fn, args, at):
+        def body():
+            with core:
+                fn(*args, at=at)
+        program = core.record(body, kernel.gms)
+        self.warnings.extend(m for m in program.warnings if m not in self.warnings)
+        rows = program.rows.copy()
+        extent = [0] * GM_SLOTS
+        for row in rows:
+            if row[OP] in (COPY_GM_TO_UB, COPY_UB_TO_GM) and row[BLOCK_COUNT]:
+                slot = row[GM_SLOT]
+                col, gap = (SRC0, SRC_GAP) if row[OP] == COPY_GM_TO_UB else (DST, DST_GAP)
+                row[col] -= at[slot]
+                assert row[col] >= 0, "a step's GM access lies before its base"
+                span = 32 * ((row[BLOCK_COUNT] - 1) * (row[BLOCK_LEN] + row[gap]) + row[BLOCK_LEN])
+                extent[slot] = max(extent[slot], int(row[col]) + span)
+        self.programs.append(rows)
+        self.extents.append(tuple(extent))
+        core._set_state(program.end_state)
+        pipe = getattr(kernel, "pipe", None)
+        end = (program.end_state, pipe.state() if pipe is not None else None,
+               {k: (t.address, t.size, t.dtype, t.position) for k, t in kernel.member.items()})
+        return _Step(len(self.programs) - 1, end)
+
+    def check_bounds(self, program, at, gms):
+        for slot, extent in enumerate(self.extents[program]):
+            if extent and at[slot] + extent > gms[slot].size:
+                raise AssertionError(f"step program {program} would access GM slot {slot} "
+                                     f"bytes up to {at[slot] + extent} of {gms[slot].size}")
+
+
+# --- plans (fast mode) -------------------------------------------------------------------------
+
+@dataclass
+class _Plan:
+    tiling: OperatorTiling
+    rows: np.ndarray      # every step program, concatenated
+    starts: np.ndarray    # program p is rows[starts[p]:starts[p + 1]]
+    programs: list
+    schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
+    end_states: list      # per core: the core's state after the kernel
+    warnings: tuple
+
+
+PLAN_CACHE_SIZE = 16
+_PLANS = OrderedDict()
+
+
+def _run_phases(kernels):
+    """Phase 1 of every core, then (after SyncAll) phase 2 of every core, in core order."""
+    runs = [k.Process() for k in kernels]
+    for run in runs:
+        next(run)
+    for run in runs:
+        next(run, None)
+
+
+def _plan(tiling, cores, gms):
+    key = (tiling, cores[0].sat_mode, cores[0].reserved_bytes)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        _PLANS.move_to_end(key)
+        return plan
+    recorded, planners, kernels = _Recorded(), [], []
+    for c, core in enumerate(cores):
+        planner = _Planner(recorded)
+        kernel = LayerNormGradBetaKernel(core, tiling, c, gms[c], planner)
+        planner.attach(core, kernel)
+        planners.append(planner)
+        kernels.append(kernel)
+    _run_phases(kernels)
+    starts = np.cumsum([0] + [len(p) for p in recorded.programs]).astype(np.int64)
+    schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
+                 for p in planners]
+    plan = _Plan(tiling, np.concatenate(recorded.programs), starts, recorded.programs, schedules,
+                 [core._state() for core in cores], tuple(recorded.warnings))
+    _PLANS[key] = plan
+    if len(_PLANS) > PLAN_CACHE_SIZE:
+        _PLANS.popitem(last=False)
+    return plan
+
+
+def _replay(plan, cores, gms, threads):
+    for phase in range(2):
+        jobs = [(core, g, s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
+                if len(s[phase])]
+
+        def run(job):
+            core, g, schedule = job
+            run_schedule(core.ub, *g, plan.rows, plan.starts, schedule)
+        if threads == 1:
+            for job in jobs:
+                run(job)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(run, jobs))
+    for core, state, s in zip(cores, plan.end_states, plan.schedules):
+        core._set_state(state)
+        core.seq = sum(int(np.diff(plan.starts)[x[:, 0]].sum()) for x in s)
+
+
+# --- GM checks across cores (checked mode) -----------------------------------------------------
+
+SLOT_NAMES = ("inputDy", "resForGamma", "workspace", "pdGamma/pdBeta")
+
+
+def _gm_accesses(records):
+    """(is write, slot, [(start, end) bursts], record) of each GM DataCopy."""
+    for record in records:
+        row = record.row
+        if row[OP] not in (COPY_GM_TO_UB, COPY_UB_TO_GM) or not row[BLOCK_COUNT]:
+            continue
+        write = row[OP] == COPY_UB_TO_GM
+        base, gap = (row[DST], row[DST_GAP]) if write else (row[SRC0], row[SRC_GAP])
+        step, length = 32 * (row[BLOCK_LEN] + gap), 32 * row[BLOCK_LEN]
+        bursts = [(base + i * step, base + i * step + length) for i in range(row[BLOCK_COUNT])]
+        yield write, int(row[GM_SLOT]), bursts, record
+
+
+def check_gm(cores, gms):
+    """Between two SyncAlls no two cores may write the same GM bytes, no core may read bytes
+    another writes, and nothing may read workspace or output bytes no core has written."""
+    phases = []
+    for core in cores:
+        cut = next((i + 1 for i, r in enumerate(core.trace) if r.row[OP] == SYNC_ALL),
+                   len(core.trace))
+        phases.append((core.trace[:cut], core.trace[cut:]))
+    shared = (WORKSPACE, OUTPUT)
+    written = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
+    for phase in range(2):
+        writer = {slot: np.full(gms[0][slot].size, -1, np.int32) for slot in shared}
+        for c in range(len(cores)):
+            for write, slot, bursts, record in _gm_accesses(phases[c][phase]):
+                if write and slot not in shared:
+                    raise HazardError(f"core {c} #{record.seq} {record.name} writes its "
+                                      f"{SLOT_NAMES[slot]} input GM")
+                if not write or slot not in shared:
+                    continue
+                for a, b in bursts:
+                    other = writer[slot][a:b]
+                    clash = (other >= 0) & (other != c)
+                    if clash.any():
+                        raise HazardError(
+                            f"cores {int(other[clash][0])} and {c} both write GM "
+                            f"{SLOT_NAMES[slot]} bytes [{a}, {b}) with no SyncAll between "
+                            f"(core {c} #{record.seq} {record.name}, {record.source})")
+                    other[:] = c
+        for c in range(len(cores)):
+            for write, slot, bursts, record in _gm_accesses(phases[c][phase]):
+                if write or slot not in shared:
+                    continue
+                for a, b in bursts:
+                    w = writer[slot][a:b]
+                    if ((w >= 0) & (w != c)).any():
+                        raise HazardError(
+                            f"core {c} #{record.seq} {record.name} reads GM {SLOT_NAMES[slot]} "
+                            f"bytes [{a}, {b}) that core {int(w[(w >= 0) & (w != c)][0])} writes "
+                            "in the same phase: a SyncAll must separate them")
+                    if not (written[slot][a:b] | (w == c)).all():
+                        raise UninitializedReadError(
+                            f"core {c} #{record.seq} {record.name} reads GM {SLOT_NAMES[slot]} "
+                            f"bytes [{a}, {b}) that no core has written")
+        for slot in shared:
+            written[slot] |= writer[slot] >= 0
+
+
+# --- emulate_operator ------------------------------------------------------------------------
+
+def _check_arrays(input_dy, res_for_gamma):
+    from .host import _check_inputs
+    _check_inputs(input_dy, res_for_gamma)
+
+
+def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
+                     threads=None, mode="fast", sat_mode=None):
+    """Run the multi-core LayerNormGradBeta operator (module docstring) on `block_dim` emulated
+    vector cores (default: the product's, at most one per row) using `threads` OS threads
+    (default: the CPU count). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`, `.tiling` (the
+    OperatorTiling), `.cores`, `.trace` (per core, observed and checked modes), `.cost`.
+
+    The caller's arrays are only read (as GM, in place); outputs are new arrays.
+    """
+    from .host import _gm_bytes
+    _check_arrays(input_dy, res_for_gamma)
+    if threads is None:
+        threads = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise InvalidArgumentError(f"emulate_operator: threads must be a positive integer, got "
+                                   f"{threads!r}")
+    dtype = input_dy.dtype
+    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
+    cores = [AICore(tiling.product, mode, sat_mode=sat_mode) for _ in range(tiling.block_dim)]
+    row_bytes = tiling.h * dtype.itemsize
+    dy, rfg = _gm_bytes(input_dy), _gm_bytes(res_for_gamma)
+    workspace = np.empty(tiling.block_dim * 2 * tiling.h * 4, np.uint8)
+    output = np.empty(2 * row_bytes, np.uint8)
+    gms = [(dy[a * row_bytes:(a + n) * row_bytes], rfg[a * row_bytes:(a + n) * row_bytes],
+            workspace, output) for a, n in tiling.core_rows]
+    plan = None
+    if mode == "fast":
+        plan = _plan(tiling, cores, gms)
+        for message in plan.warnings:
+            warnings.warn(message, stacklevel=2)
+        _replay(plan, cores, gms, min(threads, tiling.block_dim))
+    else:
+        _run_phases([LayerNormGradBetaKernel(core, tiling, c, gms[c], _Live(core, gms[c]))
+                     for c, core in enumerate(cores)])
+        for core in cores:
+            if core.sanitizer is not None:
+                core.sanitizer.finish(core.flags)
+        if mode == "checked":
+            check_gm(cores, gms)
+    out = output.view(dtype)
+    return OperatorResult(out[:tiling.h], out[tiling.h:], tiling, cores, plan,
+                          [core.trace for core in cores] if mode != "fast" else None)
+
+
+class OperatorResult:
+    """pd_gamma, pd_beta (input dtype, shape (H,)), the OperatorTiling, every core, the per-core
+    traces (observed and checked modes) and the modelled device time of the whole operator."""
+
+    def __init__(self, pd_gamma, pd_beta, tiling, cores, plan, trace):
+        self.pd_gamma, self.pd_beta, self.tiling = pd_gamma, pd_beta, tiling
+        self.cores, self.core, self.trace = cores, cores[0], trace
+        self._plan, self._cost = plan, None
+
+    def __repr__(self):
+        return f"OperatorResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
+
+    def core_rows(self, c):
+        """(phase 1 rows, phase 2 rows) core c executed: every instruction and event."""
+        if self._plan is not None:
+            programs = self._plan.programs
+            return tuple(np.concatenate([programs[p] for p in s[:, 0]]) if len(s)
+                         else np.zeros((0, programs[0].shape[1]), np.int64)
+                         for s in self._plan.schedules[c])
+        rows = np.array([r.row for r in self.cores[c].trace])
+        cut = next((i + 1 for i, r in enumerate(rows) if r[OP] == SYNC_ALL), len(rows))
+        return rows[:cut], rows[cut:]
+
+    @property
+    def rows(self):
+        """Every core's instruction stream, phases joined."""
+        return [np.concatenate(self.core_rows(c)) for c in range(len(self.cores))]
+
+    @property
+    def cost(self):
+        if self._cost is None:
+            self._cost = self.estimate_cost()
+        return self._cost
+
+    def estimate_cost(self, **overrides):
+        return operator_cost(self.core.product, [self.core_rows(c) for c in range(len(self.cores))],
+                             **overrides)
+
+
+# --- the cost of the whole operator -----------------------------------------------------------
+
+@dataclass
+class OperatorCost:
+    """Modelled device time of the operator: the slowest core of phase 1, SyncAll, the slowest
+    core of phase 2; `per_core[c]` = (phase 1 Cost, phase 2 Cost)."""
+    cycles: float
+    microseconds: float
+    phases: tuple
+    per_core: list
+    clock_mhz: float
+    gm_bytes_per_cycle_per_core: float
+
+    def to_chrome_trace(self):
+        """One process per core, one row per pipe; times in microseconds."""
+        events = []
+        start2 = self.phases[0] + self.phases[1]
+        for c, costs in enumerate(self.per_core):
+            for offset, cost in zip((0.0, start2), costs):
+                for event in cost.to_chrome_trace()["traceEvents"]:
+                    event = dict(event, pid=c)
+                    if event["ph"] == "X":
+                        event["ts"] += offset / self.clock_mhz
+                    events.append(event)
+            events.append({"ph": "M", "pid": c, "name": "process_name",
+                           "args": {"name": f"core {c}"}})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def operator_cost(product, core_rows, **overrides):
+    """Each core's streams through CostModel, with the GM bandwidth shared: a core's MTE2/MTE3
+    get min(its own rate, the chip's GM rate / the cores active in the phase)."""
+    product = get_product(product)
+    sync = overrides.pop("sync_all_cycles", CONSTANTS["sync_all_cycles"].value)
+    total_rate = overrides.pop("gm_total_bytes_per_cycle",
+                               CONSTANTS["gm_total_bytes_per_cycle"].value[product.name])
+    own_rate = overrides.pop("gm_bytes_per_cycle",
+                             CONSTANTS["gm_bytes_per_cycle"].value[product.name])
+    per_core = [[None, None] for _ in core_rows]
+    phase_cycles = []
+    for phase in range(2):
+        active = [c for c, rows in enumerate(core_rows) if len(rows[phase])] or [0]
+        rate = min(own_rate, total_rate / len(active))
+        model = CostModel(product, gm_bytes_per_cycle=rate, **overrides)
+        seen = {}
+        for c, rows in enumerate(core_rows):
+            key = rows[phase].tobytes()
+            if key not in seen:
+                seen[key] = model.estimate(rows[phase])
+            per_core[c][phase] = seen[key]
+        phase_cycles.append(max(per_core[c][phase].cycles for c in range(len(core_rows))))
+        clock = model.values["clock_mhz"]
+    cycles = phase_cycles[0] + sync + phase_cycles[1]
+    return OperatorCost(cycles, cycles / clock, (phase_cycles[0], sync, phase_cycles[1]),
+                        [tuple(p) for p in per_core], clock, min(own_rate, total_rate))
