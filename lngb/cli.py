@@ -152,8 +152,13 @@ def trace_command(args):
 def debug_command(args):
     from .debug import DebugShell, Debugger
     dy, rfg = _kernel_inputs(args)
-    debugger = Debugger(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
-                        is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
+    if args.block_dim:
+        from .debug import OperatorDebugger
+        debugger = OperatorDebugger(dy, rfg, product=args.product, block_dim=args.block_dim)
+    else:
+        debugger = Debugger(dy, rfg, product=args.product,
+                            stack_buffer_size=args.stack_buffer_size,
+                            is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
     if args.commands:
         with open(args.commands) as commands:
             DebugShell(debugger, stdin=commands).cmdloop()
@@ -211,6 +216,9 @@ def main(argv=None):
                                  "trace.json)")
     p.set_defaults(func=trace_command)
     sub.choices["debug"].add_argument("--commands", help="read debugger commands from this file")
+    sub.choices["debug"].add_argument("--block-dim", type=int,
+                                      help="step the multi-core operator on this many cores "
+                                           "(commands act on the core picked with `focus`)")
     sub.choices["debug"].set_defaults(func=debug_command)
     args = parser.parse_args(argv)
     try:

@@ -11,6 +11,7 @@ import shlex
 
 import numpy as np
 
+from .errors import LngbError
 from .host import SampleKernel
 from .trace import _footprint_scratch
 from .vector_ops.footprint import footprint
@@ -27,18 +28,17 @@ class Debugger:
     `breakpoints` (instruction names) and `watchpoints` (UB byte ranges) stop `run`."""
 
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
-        self.kernel = SampleKernel(input_dy, res_for_gamma, **emulate_options)
-        core = self.core = self.kernel.core
-        program = core.record(self.kernel, self.kernel.gms)
+        kernel = SampleKernel(input_dy, res_for_gamma, **emulate_options)
+        self._start(kernel.core, kernel, kernel.gms, kernel.tensors,
+                    lambda: (kernel.pd_gamma.copy(), kernel.pd_beta.copy()))
+
+    def _start(self, core, body, gms, tensors, results):
+        self.core, self.gms, self.tensors, self._results = core, gms, tensors, results
+        program = core.record(body, gms)
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
         self.breakpoints, self.watchpoints = set(), []
         self._stopped_at_breakpoint = None
-
-    @property
-    def tensors(self):
-        """The kernel's LocalTensors by their API argument names."""
-        return self.kernel.tensors
 
     @property
     def next(self):
@@ -61,7 +61,7 @@ class Debugger:
 
     def results(self):
         """(pd_gamma, pd_beta) as the UB -> GM copies have written them so far."""
-        return self.kernel.pd_gamma.copy(), self.kernel.pd_beta.copy()
+        return self._results()
 
     def step(self, n=1):
         """Execute the next n records; returns them."""
@@ -119,12 +119,81 @@ class Debugger:
         record = self.records[self.pc]
         if self.core.sanitizer is not None:
             self.core.sanitizer.check(record, record.seq)
-        execute(self.core.ub, self.kernel.gms, self.rows[self.pc:self.pc + 1])
+        execute(self.core.ub, self.gms, self.rows[self.pc:self.pc + 1])
         self.core.mask_mode, self.core.mask_high, self.core.mask_low = record.mask_after
         self.core.seq += 1
         self.pc += 1
         self.executed.append(record)
         return record
+
+
+class WaitingAtSyncAll(LngbError):
+    """The focused core has reached SyncAll and other cores have not."""
+
+
+class OperatorDebugger:
+    """Step through the multi-core operator (lngb.multicore) one core at a time.
+
+    Each core's whole kernel is recorded (validated, nothing executed) and executed on demand by
+    a per-core Debugger; `focus(c)` picks the core that `step`, `run_until`, `run`, `view` and
+    the `tensors` act on (`debugger[c]` is core c's Debugger). A core cannot pass SyncAll before
+    every core has reached it: stepping it raises WaitingAtSyncAll, naming the cores to step."""
+
+    def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
+                 sat_mode=None):
+        from .multicore import prepare_operator
+        run = prepare_operator(input_dy, res_for_gamma, product, block_dim, "fast", sat_mode)
+        self.tiling, self.output = run.tiling, run.output
+        self.debuggers = []
+        for c, (core, gms) in enumerate(zip(run.cores, run.gms)):
+            kernel = run.kernel(c)
+            dbg = _CoreDebugger.__new__(_CoreDebugger)
+            dbg.owner, dbg.index = self, c
+            dbg._start(core, lambda k=kernel: list(k.Process()), gms, kernel.tensors,
+                       self.results)
+            dbg.barrier = 1 + next(i for i, r in enumerate(dbg.records) if r.name == "SyncAll")
+            self.debuggers.append(dbg)
+        self.focused = 0
+
+    def __getitem__(self, c):
+        return self.debuggers[c]
+
+    def __getattr__(self, name):  # step, run_until, run, view, tensors, next... of the focus
+        if name in ("debuggers", "focused"):
+            raise AttributeError(name)
+        return getattr(self.debuggers[self.focused], name)
+
+    def focus(self, c):
+        if not 0 <= c < len(self.debuggers):
+            raise ValueError(f"focus: core {c} outside 0 ~ {len(self.debuggers) - 1}")
+        self.focused = c
+        return self.debuggers[c]
+
+    def results(self):
+        """(pd_gamma, pd_beta) as the cores have written them so far."""
+        out = self.output.view(np.dtype(self.tiling.dtype))
+        return out[:self.tiling.h].copy(), out[self.tiling.h:].copy()
+
+    @property
+    def finished(self):
+        return all(d.finished for d in self.debuggers)
+
+    def run_all(self):
+        """Execute every core to the end, phase by phase."""
+        for phase in ("barrier", "end"):
+            for d in self.debuggers:
+                while not d.finished and (phase == "end" or d.pc < d.barrier):
+                    d._execute_next()
+
+
+class _CoreDebugger(Debugger):
+    def _execute_next(self):
+        if self.pc == self.barrier:
+            behind = [d.index for d in self.owner.debuggers if d.pc < d.barrier]
+            if behind:
+                raise WaitingAtSyncAll(f"core {self.index} waits at SyncAll for cores "
+                                       f"{behind}: focus them and step them there first")
+        return super()._execute_next()
 
 
 def _writes(row, start, end):
@@ -233,6 +302,14 @@ class DebugShell(cmd.Cmd):
         for name, t in self.dbg.tensors.items():
             self.say(f"{name:16} UB@{t.address:<7} {t.size} x {t.dtype.name} ({t.position})")
 
+    def do_focus(self, arg):
+        """focus <core>: step core <core> of the multi-core operator (lngb debug --block-dim)."""
+        if not hasattr(self.dbg, "focus"):
+            raise ValueError("focus needs the multi-core operator (lngb debug --block-dim N)")
+        self.dbg.focus(int(arg))
+        self.say(f"core {self.dbg.focused}: next #{self.dbg.next.seq} {self.dbg.next.name}"
+                 if self.dbg.next else f"core {self.dbg.focused}: at the end")
+
     def do_quit(self, arg):
         """quit: leave the debugger."""
         return True
@@ -252,7 +329,7 @@ class DebugShell(cmd.Cmd):
             self.say(f"(lngb) {line.rstrip()}")
         try:
             return super().onecmd(line)
-        except (ValueError, KeyError, IndexError) as err:
+        except (ValueError, KeyError, IndexError, LngbError) as err:
             self.say(f"error: {err}")
 
     def _at_end(self):

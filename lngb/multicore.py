@@ -188,6 +188,7 @@ class LayerNormGradBetaKernel:
         self.dtype = np.dtype(tiling.dtype)
         self.gms = gms
         self.member = {}          # tensors kept between steps (Ascend C class members)
+        self.tensors = {}         # every buffer by name, for debuggers
         self._tilings = {}
 
     def gm(self, slot, byte_offset, dtype):
@@ -236,6 +237,13 @@ class LayerNormGradBetaKernel:
         self.pipe.InitBuffer(self.acc_que, 1, 2 * t.tile_cols * 4)
         self.pipe.InitBuffer(self.out_buf, 2 * t.tile_cols * s)
         self.pipe.InitBuffer(self.tmp_buf, t.tmp_bytes)
+        self._name_buffers(dy=self.in_dy, rfg=self.in_rfg, acc=self.acc_que, out=self.out_buf,
+                           tmp=self.tmp_buf)
+
+    def _name_buffers(self, **queues):
+        for name, que in queues.items():
+            for i, buf in enumerate(que.buffers):
+                self.tensors[name + (str(i) if len(que.buffers) > 1 else "")] = buf
 
     def copy_in(self, que, slot, rows, cols, at):
         local = que.AllocTensor(self.dtype)
@@ -293,6 +301,7 @@ class LayerNormGradBetaKernel:
         self.pipe.InitBuffer(self.in_part, BUFFER_NUM, 2 * t.reduce_chunk * 4)
         self.pipe.InitBuffer(self.total_buf, 2 * t.reduce_chunk * 4)
         self.pipe.InitBuffer(self.out_que, 1, 2 * t.reduce_chunk * s)
+        self._name_buffers(part=self.in_part, total=self.total_buf, result=self.out_que)
 
     def AddPartial(self, cols, first, at):
         """Fold core k's partial of these columns into the fp32 total (core order)."""
@@ -562,9 +571,32 @@ def check_gm(cores, gms):
 
 # --- emulate_operator ------------------------------------------------------------------------
 
-def _check_arrays(input_dy, res_for_gamma):
-    from .host import _check_inputs
+@dataclass
+class _Prepared:
+    """An operator run set up: tiling, fresh cores and their GM buffers by slot."""
+    tiling: OperatorTiling
+    cores: list
+    gms: list        # per core: (its inputDy rows, its resForGamma rows, workspace, output)
+    output: np.ndarray
+
+    def kernel(self, c):
+        return LayerNormGradBetaKernel(self.cores[c], self.tiling, c, self.gms[c],
+                                       _Live(self.cores[c], self.gms[c]))
+
+
+def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None):
+    from .host import _check_inputs, _gm_bytes
     _check_inputs(input_dy, res_for_gamma)
+    dtype = input_dy.dtype
+    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
+    cores = [AICore(tiling.product, mode, sat_mode=sat_mode) for _ in range(tiling.block_dim)]
+    row_bytes = tiling.h * dtype.itemsize
+    dy, rfg = _gm_bytes(input_dy), _gm_bytes(res_for_gamma)
+    workspace = np.empty(tiling.block_dim * 2 * tiling.h * 4, np.uint8)
+    output = np.empty(2 * row_bytes, np.uint8)
+    gms = [(dy[a * row_bytes:(a + n) * row_bytes], rfg[a * row_bytes:(a + n) * row_bytes],
+            workspace, output) for a, n in tiling.core_rows]
+    return _Prepared(tiling, cores, gms, output)
 
 
 def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
@@ -576,37 +608,27 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
 
     The caller's arrays are only read (as GM, in place); outputs are new arrays.
     """
-    from .host import _gm_bytes
-    _check_arrays(input_dy, res_for_gamma)
     if threads is None:
         threads = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise InvalidArgumentError(f"emulate_operator: threads must be a positive integer, got "
                                    f"{threads!r}")
-    dtype = input_dy.dtype
-    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
-    cores = [AICore(tiling.product, mode, sat_mode=sat_mode) for _ in range(tiling.block_dim)]
-    row_bytes = tiling.h * dtype.itemsize
-    dy, rfg = _gm_bytes(input_dy), _gm_bytes(res_for_gamma)
-    workspace = np.empty(tiling.block_dim * 2 * tiling.h * 4, np.uint8)
-    output = np.empty(2 * row_bytes, np.uint8)
-    gms = [(dy[a * row_bytes:(a + n) * row_bytes], rfg[a * row_bytes:(a + n) * row_bytes],
-            workspace, output) for a, n in tiling.core_rows]
+    run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode)
+    tiling, cores, gms = run.tiling, run.cores, run.gms
     plan = None
     if mode == "fast":
         plan = _plan(tiling, cores, gms)
         for message in plan.warnings:
             warnings.warn(message, stacklevel=2)
-        _replay(plan, cores, gms, min(threads, tiling.block_dim))
+        _replay(plan, cores, gms, min(int(threads), tiling.block_dim))
     else:
-        _run_phases([LayerNormGradBetaKernel(core, tiling, c, gms[c], _Live(core, gms[c]))
-                     for c, core in enumerate(cores)])
+        _run_phases([run.kernel(c) for c in range(len(cores))])
         for core in cores:
             if core.sanitizer is not None:
                 core.sanitizer.finish(core.flags)
         if mode == "checked":
             check_gm(cores, gms)
-    out = output.view(dtype)
+    out = run.output.view(input_dy.dtype)
     return OperatorResult(out[:tiling.h], out[tiling.h:], tiling, cores, plan,
                           [core.trace for core in cores] if mode != "fast" else None)
 

@@ -18,7 +18,7 @@ from .vector_ops.footprint import footprint
 from .vector_ops.types import MaskMode
 
 _LNGB_DIR = os.path.dirname(os.path.abspath(__file__))
-_INTERNAL = tuple(os.path.join(_LNGB_DIR, name) for name in ("core.py", "tensor.py", "trace.py"))
+_INTERNAL = tuple(os.path.join(_LNGB_DIR, name) for name in ("core.py", "tensor.py", "trace.py", "pipe.py"))
 _VECTOR_OPS = os.path.join(_LNGB_DIR, "vector_ops") + os.sep
 DTYPE_NAMES = {P.F32: "f32", P.F16: "f16"}
 COPY_OPS = (P.COPY_GM_TO_UB, P.COPY_UB_TO_GM, P.COPY_UB_TO_UB)

@@ -275,8 +275,6 @@ def test_emulate_capacity_and_tiling_errors():
         lngb.emulate(x, x.astype(np.float16))
     with pytest.raises(InvalidArgumentError):
         lngb.emulate(x.reshape(8, 8), x.reshape(8, 8))
-    with pytest.raises(NotImplementedError, match="multi-core"):
-        lngb.emulate_operator(x, x)
     with pytest.raises(AlignmentError, match="multiple of 8"):
         lngb.emulate(np.zeros((1, 8, 12), np.float32), np.zeros((1, 8, 12), np.float32))
     with pytest.raises(AlignmentError, match="multiple of 16"):
