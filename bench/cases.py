@@ -39,6 +39,39 @@ def add_case(n=15360, replayed=False):
     return call, (lambda: np.add(av, bv, out=cv))
 
 
+OPERATOR_SHAPE = (8, 1024, 4096)
+THREADS = 2  # the emulator's threads and torch's, in the same run
+
+
+def operator_case(shape, dtype, threads=THREADS):
+    """emulate_operator on the A2's 48 cores against the numpy golden on the same data."""
+    dy, rfg = _inputs(shape, dtype)
+    return ((lambda: lngb.emulate_operator(dy, rfg, threads=threads)),
+            (lambda: numpy_golden(dy, rfg)))
+
+
+def torch_case(shape=OPERATOR_SHAPE, threads=THREADS):
+    """torch's native_layer_norm_backward, gamma and beta only, from x, mean and rstd (so
+    resForGamma is x-hat), on `threads` threads; None when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.standard_normal(shape, np.float32))
+    dy = torch.from_numpy(rng.standard_normal(shape, np.float32))
+    h = shape[-1]
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    weight, bias = torch.ones(h), torch.zeros(h)
+    rfg = ((x - mean) * rstd).numpy()
+    emulator = lambda: lngb.emulate_operator(dy.numpy(), rfg, threads=threads)
+    native = lambda: torch.ops.aten.native_layer_norm_backward(
+        dy, x, [h], mean, rstd, weight, bias, [False, True, True])
+    return emulator, native
+
+
 SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
 
 CASES = {
@@ -54,5 +87,7 @@ CASES = {
     "largest one-UB [1,246,128] float (350)": lambda: emulate_case((1, 246, 128), np.float32,
                                                                   "atlas-350"),
     "Add 3 x 15360 floats, repeated call": add_case,
+    "operator [8,1024,4096] float, 2 threads": lambda: operator_case(OPERATOR_SHAPE, np.float32),
+    "operator [8,1024,4096] half, 2 threads": lambda: operator_case(OPERATOR_SHAPE, np.float16),
     "Add 3 x 15360 floats, replayed": lambda: add_case(replayed=True),
 }

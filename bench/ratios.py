@@ -9,7 +9,7 @@ import time
 import timeit
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from cases import CASES  # noqa: E402
+from cases import CASES, torch_case  # noqa: E402
 from test_bench import COLD_START  # noqa: E402
 
 
@@ -26,6 +26,13 @@ def main():
         emulator, golden = make()
         e, g = median_us(emulator), median_us(golden)
         print(f"{name:42} {e:12.1f} {g:10.1f} {e / g:7.2f}")
+    case = torch_case()
+    if case is None:
+        print("torch not installed: no torch comparison (pip install torch==2.13.0)")
+    else:
+        e, t = median_us(case[0], repeat=7), median_us(case[1], repeat=7)
+        print(f"{'operator [8,1024,4096] float vs torch':42} {e:12.1f} {t:10.1f} {e / t:7.2f}"
+              "  (torch native_layer_norm_backward, 2 threads)")
     subprocess.run([sys.executable, "-c", COLD_START], check=True)
     times = []
     for _ in range(5):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cases import CASES
+from cases import CASES, torch_case
 
 COLD_START = ("import numpy as np, lngb; x = np.arange(64, dtype=np.float32).reshape(1, 8, 8); "
               "lngb.emulate(x, x)")
@@ -48,3 +48,16 @@ def test_cold_start_with_a_warm_numba_cache(benchmark):
     benchmark.group = "cold start"
     benchmark.pedantic(subprocess.run, args=([sys.executable, "-c", COLD_START],),
                        kwargs=dict(check=True), rounds=3, iterations=1)
+
+
+@pytest.mark.parametrize("side", ["emulator", "torch"])
+def test_operator_against_torch(benchmark, side):
+    """emulate_operator [8,1024,4096] float vs torch's native_layer_norm_backward (gamma and
+    beta), both on 2 threads (target: at least half of torch's throughput)."""
+    case = torch_case()
+    if case is None:
+        pytest.skip("torch is not installed (pip install torch==2.13.0)")
+    func = case[0] if side == "emulator" else case[1]
+    func()
+    benchmark.group = "operator [8,1024,4096] float vs torch, 2 threads"
+    benchmark(func)

@@ -13,3 +13,26 @@ def njit(func=None, **overrides):
     if func is None:
         return lambda f: numba.njit(**options)(f)
     return numba.njit(**options)(func)
+
+
+if numba.config.DISABLE_JIT:
+    def prefetch(array, offset):
+        """No-op in pure Python."""
+else:
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, array, offset):
+        """Hint the CPU to fetch array[offset]'s cache line (llvm.prefetch: read, keep)."""
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            pointer = builder.gep(data, [args[1]])
+            i32 = ir.IntType(32)
+            function = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]),
+                "llvm.prefetch.p0")
+            builder.call(function, [pointer, i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+        return types.void(array, types.intp), codegen

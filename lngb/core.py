@@ -55,7 +55,13 @@ def _remember(key, program):
 class AICore:
     """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer)."""
 
-    def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None):
+    @staticmethod
+    def ub_bytes(product):
+        """Bytes of a core's UB array: the physical UB, then the vector registers."""
+        return get_product(product).ub_size + VREG_COUNT * VREG_BYTES
+
+    def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None,
+                 _ub=None):
         self.product = get_product(product)
         if mode not in MODES:
             raise InvalidArgumentError(f"AICore: mode must be one of {MODES}, got {mode!r}")
@@ -70,7 +76,8 @@ class AICore:
                                        "only (sat_mode=True)")
         self.sat_mode = int(bool(sat_mode))
         self.ub_size = self.product.ub_size
-        self.ub = np.zeros(self.ub_size + VREG_COUNT * VREG_BYTES, dtype=np.uint8)
+        # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
+        self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub
         self.reserved_bytes = (self.product.reserved_bytes if reserved_bytes is None
                                else int(reserved_bytes))
         if not 0 <= self.reserved_bytes < self.ub_size:

@@ -31,10 +31,12 @@ schedule of a core in one jitted, GIL-free call; cores run on `threads` OS threa
 own UB, so results do not depend on the thread count. mode="observed" / "checked" run the Python
 kernel live, core by core, with traces and the sanitizer (plus GM checks across cores).
 """
+import functools
+import itertools
 import os
+import threading
 import warnings
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,6 +107,12 @@ def _phase1_bytes(rows, cols, itemsize):
 def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_cols=None):
     """The OperatorTiling of `emulate_operator` for [B, S, H] inputs of `dtype` on `product`.
     `tile_rows` / `tile_cols` (a multiple of 128, or H) override the choice of tile."""
+    return _operator_tiling(tuple(int(n) for n in shape), np.dtype(dtype).str,
+                            get_product(product).name, block_dim, tile_rows, tile_cols)
+
+
+@functools.lru_cache(maxsize=256)
+def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
     product = get_product(product)
     dtype = np.dtype(dtype)
     b, s, h = shape
@@ -130,28 +138,37 @@ def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_
         core_rows.append((start, n))
         start += n
 
-    def fits(r, w):
+    def fits(r, w, one_chunk=False):
         fixed, min_tmp = _phase1_bytes(r, w, itemsize)
+        if one_chunk:
+            min_tmp = max(min_tmp, GetLayerNormGradBetaMaxMinTmpSize((1, r, w), itemsize,
+                                                                      False)[0])
         return fixed + min_tmp <= usable
 
-    cols = h
+    limit = min(base + (extra > 0), MAX_BURSTS)
+
+    def most_rows(w, one_chunk=False):
+        r = 0
+        while r < limit and fits(r + 1, w, one_chunk):
+            r += 1
+        return r
+
     if tile_cols is not None:
         cols = int(tile_cols)
         if not (cols == h or (0 < cols < h and cols % COL_QUANTUM == 0)) or not fits(1, cols):
             raise CapacityError(f"emulate_operator: tile_cols {tile_cols} must be H or a "
                                 f"multiple of {COL_QUANTUM} below it whose row fits the UB")
-    elif not fits(1, h):
-        cols = (h // COL_QUANTUM) * COL_QUANTUM
-        while cols > 0 and not fits(1, cols):
-            cols -= COL_QUANTUM
-        if cols == 0:
-            raise CapacityError(f"emulate_operator: not even one row of {COL_QUANTUM} columns "
-                                f"fits the {usable}-byte UB of {product.name}")
-    limit = min(base + (extra > 0), MAX_BURSTS)
+    else:
+        cols = _best_cols(h, most_rows)
+        if cols is None:  # no tile fits in one chunk: the widest slice that fits a row
+            cols = h if fits(1, h) else (h // COL_QUANTUM) * COL_QUANTUM
+            while cols > 0 and not fits(1, cols):
+                cols -= COL_QUANTUM
+            if cols == 0:
+                raise CapacityError(f"emulate_operator: not even one row of {COL_QUANTUM} "
+                                    f"columns fits the {usable}-byte UB of {product.name}")
     if tile_rows is None:
-        tile_rows = 1
-        while tile_rows < limit and fits(tile_rows + 1, cols):
-            tile_rows += 1
+        tile_rows = most_rows(cols, one_chunk=True) or most_rows(cols)
     elif not (1 <= int(tile_rows) <= limit and fits(int(tile_rows), cols)):
         raise CapacityError(f"emulate_operator: tile_rows {tile_rows} x {cols} columns does not "
                             f"fit the UB of {product.name} (or exceeds the rows per core)")
@@ -173,6 +190,27 @@ def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_
     chunk = min(max(n for _, n in reduce_cols), usable // per_col // quantum * quantum)
     return OperatorTiling(rows, h, dtype.str, product.name, block_dim, tuple(core_rows),
                           tile_rows, cols, tmp_bytes, tuple(reduce_cols), chunk)
+
+
+# Instruction rows a tile costs beyond its API row loop, for choosing the tile (the emulator's
+# cost per row is about 45 ns, the same order as a 1024-element Add).
+TILE_FIXED_ROWS, ROWS_PER_TILE_ROW = 40, 4
+
+
+def _best_cols(h, most_rows):
+    """The column slice (H, H/2, H/4, ... down to multiples of 128) whose largest tile the API
+    computes in one chunk with the fewest instruction rows per element; None if none does."""
+    best, cols = None, h
+    while cols == h or (cols % COL_QUANTUM == 0 and cols >= COL_QUANTUM):
+        r = most_rows(cols, one_chunk=True)
+        if r:
+            score = (TILE_FIXED_ROWS + ROWS_PER_TILE_ROW * r) / (r * cols)
+            if best is None or score < best[0]:
+                best = (score, cols)
+        if cols % 2:
+            break
+        cols //= 2
+    return None if best is None else best[1]
 
 
 # --- the kernel, written like its Ascend C source --------------------------------------------
@@ -489,19 +527,39 @@ def _replay(plan, cores, gms, threads):
     for phase in range(2):
         jobs = [(core, g, s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
                 if len(s[phase])]
-
-        def run(job):
-            core, g, schedule = job
-            run_schedule(core.ub, *g, plan.rows, plan.starts, schedule)
-        if threads == 1:
-            for job in jobs:
-                run(job)
-        else:
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(run, jobs))
+        _in_parallel(jobs, threads, lambda job: run_schedule(job[0].ub, *job[1], plan.rows,
+                                                             plan.starts, job[2]))
+    lengths = np.diff(plan.starts)
     for core, state, s in zip(cores, plan.end_states, plan.schedules):
         core._set_state(state)
-        core.seq = sum(int(np.diff(plan.starts)[x[:, 0]].sum()) for x in s)
+        core.seq = int(sum(lengths[x[:, 0]].sum() for x in s))
+
+
+def _in_parallel(jobs, threads, run):
+    """run(job) for every job on `threads` threads (this one included), each taking the next
+    job when it is free; the first error is raised once all have stopped."""
+    if threads == 1 or len(jobs) == 1:
+        for job in jobs:
+            run(job)
+        return
+    next_job, errors = itertools.count(), []
+
+    def worker():
+        for i in next_job:  # itertools.count hands out each index once, even across threads
+            if i >= len(jobs) or errors:
+                return
+            try:
+                run(jobs[i])
+            except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
+                errors.append(err)
+    helpers = [threading.Thread(target=worker) for _ in range(min(threads, len(jobs)) - 1)]
+    for helper in helpers:
+        helper.start()
+    worker()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]
 
 
 # --- GM checks across cores (checked mode) -----------------------------------------------------
@@ -589,7 +647,9 @@ def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode
     _check_inputs(input_dy, res_for_gamma)
     dtype = input_dy.dtype
     tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
-    cores = [AICore(tiling.product, mode, sat_mode=sat_mode) for _ in range(tiling.block_dim)]
+    ub_bytes = AICore.ub_bytes(tiling.product)
+    ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)  # one block: zero pages on demand
+    cores = [AICore(tiling.product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
     row_bytes = tiling.h * dtype.itemsize
     dy, rfg = _gm_bytes(input_dy), _gm_bytes(res_for_gamma)
     workspace = np.empty(tiling.block_dim * 2 * tiling.h * 4, np.uint8)

@@ -6,7 +6,7 @@ sees the core object. Element-wise instructions share one walk: an instruction i
 """
 import numpy as np
 
-from .._jit import njit
+from .._jit import njit, prefetch
 from .half import (HALF_TO_FLOAT_TABLE, float_to_half, half_to_float, narrow_array_rint,
                    widen_array)
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
@@ -259,12 +259,35 @@ def execute(ub, gms, program):
 
 
 @njit
+def _prefetch_inputs(gms, program):
+    """Start fetching the GM bytes a program's GM -> UB copies read (the emulated MTE2 loads the
+    next tile while the vector unit computes this one; the host CPU does the same)."""
+    for i in range(program.shape[0]):
+        row = program[i]
+        if row[OP] == COPY_GM_TO_UB:
+            src = gms[row[GM_SLOT]]
+            burst = 32 * row[BLOCK_LEN]
+            for k in range(row[BLOCK_COUNT]):
+                start = row[SRC0] + 32 * k * (row[BLOCK_LEN] + row[SRC_GAP])
+                for offset in range(start, start + burst, 64):
+                    prefetch(src, offset)
+
+
+@njit
+def _step_gms(gm0, gm1, gm2, gm3, step):
+    return gm0[step[1]:], gm1[step[2]:], gm2[step[3]:], gm3[step[4]:]
+
+
+@njit
 def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, schedule):
     """Replay recorded steps: schedule[i] = (program, GM byte base of each of the four slots).
     Step programs hold GM offsets relative to their bases (lngb.multicore), and the caller has
     checked every base plus the program's GM extent against the buffers' sizes."""
-    for i in range(schedule.shape[0]):
+    n = schedule.shape[0]
+    for i in range(n):
+        if i + 1 < n:
+            p = schedule[i + 1, 0]
+            _prefetch_inputs(_step_gms(gm0, gm1, gm2, gm3, schedule[i + 1]),
+                             rows[starts[p]:starts[p + 1]])
         p = schedule[i, 0]
-        gms = (gm0[schedule[i, 1]:], gm1[schedule[i, 2]:], gm2[schedule[i, 3]:],
-               gm3[schedule[i, 4]:])
-        execute(ub, gms, rows[starts[p]:starts[p + 1]])
+        execute(ub, _step_gms(gm0, gm1, gm2, gm3, schedule[i]), rows[starts[p]:starts[p + 1]])
