@@ -21,8 +21,8 @@ Order of additions, per column (the numerics contract of this operator):
                   fp32; for half inputs the API rounds it to half (one rounding per tile);
   core partial  = ((tile0 + tile1) + tile2) + ... in fp32, tiles in row order (tile0 is copied,
                   not added to zero, so -0.0 survives);
-  result        = ((core0 + core1) + core2) + ... in fp32, rounded to the input dtype with RINT
-                  (saturating as the core's sat_mode says).
+  result        = ((core0 + core1) + core2) + ... in fp32, rounded to the input dtype (CAST_NONE:
+                  to nearest, ties to even; saturating as the core's sat_mode says).
 With block_dim=1 and inputs that fit one tile the result equals `lngb.emulate`'s bits.
 
 Execution. mode="fast" records each distinct step once (a step's instruction stream depends only
@@ -359,7 +359,7 @@ class LayerNormGradBetaKernel:
         out = self.out_que.AllocTensor(self.dtype)
         total = self.total_buf.Get(F32, n)
         (DataCopy(out, total, n) if self.dtype == F32
-         else Cast(out, total, RoundMode.CAST_RINT, n))
+         else Cast(out, total, RoundMode.CAST_NONE, n))
         PipeBarrier(PIPE_V)
         self.out_que.EnQue(out)
         out = self.out_que.DeQue(self.dtype)

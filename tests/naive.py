@@ -491,3 +491,56 @@ def reuse_res_for_gamma_state(dy, res_for_gamma, one_cal_rows):
             prod = dy_rows[start:start + rows] * rfg_rows[start:start + rows]
             buf[0:rows] = prod
     return buf
+
+
+def layer_norm_grad_beta_operator(dy, res_for_gamma, core_rows, tile_rows, *, api_sat, final_sat):
+    """(pd_gamma, pd_beta) of the multi-core operator (lngb/multicore.py's order of additions).
+
+    Rows flattened to [B*S, H]. Core c owns rows core_rows[c] = (first row, count), cut into
+    tiles of `tile_rows` consecutive rows (the last may be shorter). A tile's partial is the API's
+    result on the tile as [1, rows, H] (`layer_norm_grad_beta`, half outputs saturating as
+    `api_sat` says), widened to fp32. Core partial = tile 0 copied, then acc = acc + tile k in
+    fp32, tiles in row order; result = core 0's partial copied, then acc = acc + core k in fp32,
+    cores in order; rounded once to the input dtype (half: RINT, saturating as `final_sat` says).
+    Column slices do not change any column's order of additions, so they are not modelled.
+    """
+    dy = np.asarray(dy)
+    rfg = np.asarray(res_for_gamma)
+    d = _float_dtype(dy.dtype)
+    if rfg.dtype != d or rfg.shape != dy.shape:
+        raise ValueError("dy and res_for_gamma must have the same dtype and shape")
+    tile_rows = int(tile_rows)
+    if tile_rows < 1:
+        raise ValueError("tile_rows must be >= 1")
+    dy_rows = _as_rows(dy)
+    rfg_rows = _as_rows(rfg)
+    total_g = None
+    total_b = None
+    for first, count in core_rows:
+        if count < 1:
+            raise ValueError("every core needs at least one row")
+        core_g = None
+        core_b = None
+        for start in range(first, first + count, tile_rows):
+            stop = min(start + tile_rows, first + count)
+            tile_g, tile_b = layer_norm_grad_beta(dy_rows[None, start:stop],
+                                                  rfg_rows[None, start:stop], sat=api_sat)
+            tile_g = tile_g.astype(F32)   # half -> float is exact
+            tile_b = tile_b.astype(F32)
+            if core_g is None:            # tile 0 is copied (a -0.0 stays -0.0)
+                core_g = tile_g.copy()
+                core_b = tile_b.copy()
+            else:                         # acc = acc + tile
+                core_g = _arith("Add", core_g, tile_g, F32, False)
+                core_b = _arith("Add", core_b, tile_b, F32, False)
+        if total_g is None:               # core 0's partial is copied
+            total_g = core_g.copy()
+            total_b = core_b.copy()
+        else:                             # total = total + core partial
+            total_g = _arith("Add", total_g, core_g, F32, False)
+            total_b = _arith("Add", total_b, core_b, F32, False)
+    if total_g is None:
+        raise ValueError("core_rows is empty")
+    if d == F32:
+        return total_g.astype(F32), total_b.astype(F32)
+    return f32_to_f16(total_g, "CAST_RINT", final_sat), f32_to_f16(total_b, "CAST_RINT", final_sat)
