@@ -4,8 +4,10 @@ The kernel a real Ascend C operator wraps around the API, for [B, S, H] inputs o
 
 * Host tiling (`OperatorTiling`): the B*S rows are split into `block_dim` contiguous runs, one per
   vector core (the first R % block_dim cores get one row more). Each core streams its rows through
-  UB in tiles of `tile_rows` rows x `tile_cols` columns (all of H when a row fits; otherwise
-  column slices of a multiple of 128 elements), as large as double buffering allows.
+  UB in tiles of `tile_rows` rows x `tile_cols` columns: the column slice (H, H/2, H/4, ..., in
+  multiples of 128) and the most rows with which the API, double buffering beside it, computes a
+  tile in one chunk, preferring the fewest instructions per element (`_best_cols`); when no tile
+  fits in one chunk, the widest slice that fits a row and as many rows as fit.
 * Phase 1, per core and column slice: for each tile, CopyIn (AllocTensor, DataCopy GM -> UB on
   MTE2, EnQue; two buffers per input, so MTE2 fetches the next tile while V computes) and Compute
   (DeQue, LayerNormGradBeta on the tile as [1, rows, cols], FreeTensor, then fold the tile's
