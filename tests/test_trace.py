@@ -144,3 +144,66 @@ def test_trace_command_writes_each_format(tmp_path, capsys):
     assert main(["trace", "--format", "chrome", "--out", str(tmp_path / "t.json")]) == 0
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert sum(e["ph"] == "X" for e in events) == 48
+
+
+# --- the multi-core operator's debugger ---------------------------------------------------------
+
+def _operator_inputs():
+    rng = np.random.default_rng(7)
+    dy = rng.standard_normal((1, 6, 32)).astype(np.float32)
+    return dy, rng.standard_normal((1, 6, 32)).astype(np.float32)
+
+
+def test_operator_debugger_holds_a_core_at_sync_all_until_every_core_is_there():
+    from lngb.debug import OperatorDebugger, WaitingAtSyncAll
+    dy, rfg = _operator_inputs()
+    dbg = OperatorDebugger(dy, rfg, block_dim=3)
+    assert dbg.run_until("SyncAll").name == "SyncAll"
+    dbg.step()                                       # core 0 executes its SyncAll
+    with pytest.raises(WaitingAtSyncAll, match=r"core 0 waits at SyncAll for cores \[1, 2\]"):
+        dbg.step()
+    dbg.focus(1)
+    dbg.run_until("SyncAll")
+    dbg.step()                                       # core 1 is at SyncAll; core 2 is not
+    with pytest.raises(WaitingAtSyncAll, match=r"core 1 waits at SyncAll for cores \[2\]"):
+        dbg.step()
+    dbg.focus(2)
+    assert dbg.run() == ("end", None)                # the last to arrive passes straight on
+    for core in (0, 1):
+        dbg.focus(core)
+        assert dbg.run() == ("end", None)
+    assert dbg.finished
+    expected = lngb.emulate_operator(dy, rfg, block_dim=3)
+    gamma, beta = dbg.results()
+    assert np.array_equal(gamma, expected.pd_gamma) and np.array_equal(beta, expected.pd_beta)
+
+
+def test_operator_debugger_focus_views_and_run_all():
+    from lngb.debug import OperatorDebugger
+    dy, rfg = _operator_inputs()
+    dbg = OperatorDebugger(dy, rfg, block_dim=2)
+    with pytest.raises(ValueError, match="outside 0 ~ 1"):
+        dbg.focus(2)
+    assert dbg.focus(1) is dbg[1] and dbg.core is dbg[1].core
+    assert {"dy0", "dy1", "rfg0", "rfg1", "acc", "out", "tmp", "part0", "total"} <= set(dbg.tensors)
+    dbg.run_all()
+    assert dbg.finished
+    expected = lngb.emulate_operator(dy, rfg, block_dim=2)
+    assert np.array_equal(dbg.results()[0], expected.pd_gamma)
+    # the stream each core stepped through is the one observed mode traces
+    observed = lngb.emulate_operator(dy, rfg, block_dim=2, mode="observed")
+    for c in range(2):
+        assert [r.name for r in dbg[c].executed] == [r.name for r in observed.trace[c]]
+
+
+def test_debug_command_focuses_on_a_core_of_the_operator(tmp_path, capsys):
+    from lngb.cli import main
+    commands = tmp_path / "session.txt"
+    commands.write_text("until SyncAll\nstep\nstep\nfocus 1\nrun\nfocus 0\nrun\nfocus 5\nquit\n")
+    assert main(["debug", "--shape", "1,4,16", "--block-dim", "2",
+                 "--commands", str(commands)]) == 0
+    out = capsys.readouterr().out
+    assert "error: core 0 waits at SyncAll for cores [1]" in out
+    assert "core 1: next #1 DataCopy" in out
+    assert "finished: pdGamma=" in out
+    assert "error: focus: core 5 outside 0 ~ 1" in out
