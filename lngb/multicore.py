@@ -95,14 +95,14 @@ class OperatorTiling:
         return [(c, min(width, first + count - c)) for c in range(first, first + count, width)]
 
 
-def _phase1_bytes(rows, cols, itemsize):
-    """UB bytes of phase 1 for tiles of rows x cols, and the API's minimum temp buffer."""
+def _phase1_bytes(rows, cols, itemsize, h):
+    """UB bytes of phase 1 for tiles of rows x cols of H, and the API's minimum temp buffer."""
     _, min_tmp = GetLayerNormGradBetaMaxMinTmpSize((1, rows, cols), itemsize, False)
     if itemsize == 2:  # the tile partials are widened to fp32 in the temp buffer
         min_tmp = max(min_tmp, 8 * cols)
     fixed = (2 * BUFFER_NUM * _round32(rows * cols * itemsize)   # dy, resForGamma queues
              + _round32(2 * cols * itemsize)                      # the API's two outputs
-             + 2 * cols * 4)                                      # fp32 accumulators
+             + 2 * h * 4)                                         # fp32 accumulators
     return fixed, min_tmp
 
 
@@ -141,11 +141,16 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         start += n
 
     def fits(r, w, one_chunk=False):
-        fixed, min_tmp = _phase1_bytes(r, w, itemsize)
-        if one_chunk:
-            min_tmp = max(min_tmp, GetLayerNormGradBetaMaxMinTmpSize((1, r, w), itemsize,
-                                                                      False)[0])
-        return fixed + min_tmp <= usable
+        """A tile of r x w fits beside its buffers (and the API computes it in one chunk)."""
+        fixed, min_tmp = _phase1_bytes(r, w, itemsize, h)
+        tmp = (usable - fixed) // 32 * 32
+        if tmp < min_tmp:
+            return False
+        if not one_chunk:
+            return True
+        max_tmp, _ = GetLayerNormGradBetaMaxMinTmpSize((1, r, w), itemsize, False)
+        api = GetLayerNormGradBetaNDTilingInfo((1, r, w), min(tmp, max_tmp), itemsize, False)
+        return api.oneCalSize >= r * w
 
     limit = min(base + (extra > 0), MAX_BURSTS)
 
@@ -175,7 +180,7 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         raise CapacityError(f"emulate_operator: tile_rows {tile_rows} x {cols} columns does not "
                             f"fit the UB of {product.name} (or exceeds the rows per core)")
     tile_rows = int(tile_rows)
-    fixed, min_tmp = _phase1_bytes(tile_rows, cols, itemsize)
+    fixed, min_tmp = _phase1_bytes(tile_rows, cols, itemsize, h)
     max_tmp, _ = GetLayerNormGradBetaMaxMinTmpSize((1, tile_rows, cols), itemsize, False)
     tmp_bytes = max(min_tmp, min(max_tmp, (usable - fixed) // 32 * 32))
 
@@ -247,12 +252,11 @@ class LayerNormGradBetaKernel:
         t, s = self.t, self.dtype.itemsize
         first_row, count = t.core_rows[self.block_idx]
         self.Init()
-        for col, cols in t.col_slices():
-            for i, (row, rows) in enumerate(t.tiles(0, count)):
-                self.run.step(self.Tile, rows, cols, i == 0, at=((row * t.h + col) * s,) * 2
-                              + (0, 0))
-            self.run.step(self.CopyOutPartial, cols,
-                          at=(0, 0, (self.block_idx * 2 * t.h + col) * 4, 0))
+        for i, (row, rows) in enumerate(t.tiles(0, count)):  # the rows stream in GM order
+            for col, cols in t.col_slices():
+                self.run.step(self.Tile, rows, col, cols, i == 0,
+                              at=((row * t.h + col) * s,) * 2 + (0, 0))
+        self.run.step(self.CopyOutPartial, at=(0, 0, self.block_idx * 2 * t.h * 4, 0))
         self.run.step(self.Sync)
         yield
         lo, width = t.reduce_cols[self.block_idx]
@@ -274,7 +278,7 @@ class LayerNormGradBetaKernel:
         self.out_buf, self.tmp_buf = TBuf("VECCALC"), TBuf("VECCALC")
         self.pipe.InitBuffer(self.in_dy, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
         self.pipe.InitBuffer(self.in_rfg, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
-        self.pipe.InitBuffer(self.acc_que, 1, 2 * t.tile_cols * 4)
+        self.pipe.InitBuffer(self.acc_que, 1, 2 * t.h * 4)
         self.pipe.InitBuffer(self.out_buf, 2 * t.tile_cols * s)
         self.pipe.InitBuffer(self.tmp_buf, t.tmp_bytes)
         self._name_buffers(dy=self.in_dy, rfg=self.in_rfg, acc=self.acc_que, out=self.out_buf,
@@ -295,9 +299,9 @@ class LayerNormGradBetaKernel:
             DataCopy(local, src, DataCopyParams(rows, cols * s // 32, (self.t.h - cols) * s // 32, 0))
         que.EnQue(local)
 
-    def Tile(self, rows, cols, first, at):
-        """CopyIn and Compute of one tile; the first tile of a column slice starts the
-        accumulator."""
+    def Tile(self, rows, col, cols, first, at):
+        """CopyIn and Compute of one tile (columns col .. col + cols); the first tile of a
+        column slice starts its part of the accumulator [pdGamma H | pdBeta H]."""
         self.copy_in(self.in_dy, DY, rows, cols, at)
         self.copy_in(self.in_rfg, RFG, rows, cols, at)
         dy, rfg = self.in_dy.DeQue(self.dtype), self.in_rfg.DeQue(self.dtype)
@@ -306,27 +310,25 @@ class LayerNormGradBetaKernel:
                           self.api_tiling(rows, cols))
         self.in_dy.FreeTensor(dy)
         self.in_rfg.FreeTensor(rfg)
-        if first:
+        if first and col == 0:
             self.member["acc"] = self.acc_que.AllocTensor(F32)
-        acc, n = self.member["acc"], 2 * cols
-        if self.dtype == F32:
-            (DataCopy(acc, out, n) if first else Add(acc, acc, out, n))
-        elif first:
-            Cast(acc, out, RoundMode.CAST_NONE, n)
-        else:
-            wide = self.tmp_buf.Get(F32, n)
-            Cast(wide, out, RoundMode.CAST_NONE, n)
+        acc, h, partial = self.member["acc"], self.t.h, out
+        if self.dtype != F32:  # widen the half partial to fp32 in the (now free) temp buffer
+            partial = self.tmp_buf.Get(F32, 2 * cols)
+            Cast(partial, out, RoundMode.CAST_NONE, 2 * cols)
             PipeBarrier(PIPE_V)
-            Add(acc, acc, wide, n)
+        # gamma and beta are adjacent in both when the tile has all of H: one instruction
+        parts = ([(acc, partial, 2 * h)] if cols == h
+                 else [(acc[col], partial, cols), (acc[h + col], partial[cols], cols)])
+        for dst, src, n in parts:
+            (DataCopy(dst, src, n) if first else Add(dst, dst, src, n))
         PipeBarrier(PIPE_V)
 
-    def CopyOutPartial(self, cols, at):
+    def CopyOutPartial(self, at):
         acc = self.member.pop("acc")
         self.acc_que.EnQue(acc)
         acc = self.acc_que.DeQue(F32)
-        gap = (self.t.h - cols) * 4 // 32
-        DataCopy(self.gm(WORKSPACE, at[WORKSPACE], F32), acc,
-                 DataCopyParams(2, cols * 4 // 32, 0, gap))
+        DataCopy(self.gm(WORKSPACE, at[WORKSPACE], F32), acc, 2 * self.t.h)
         self.acc_que.FreeTensor(acc)
 
     def Sync(self, at):

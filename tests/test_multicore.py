@@ -309,9 +309,9 @@ def test_checked_mode_runs_clean(product, dtype):
 def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
     real = multicore.LayerNormGradBetaKernel.CopyOutPartial
 
-    def every_core_writes_row_0(self, cols, at):
+    def every_core_writes_row_0(self, at):
         workspace = at[multicore.WORKSPACE] - self.block_idx * 2 * self.t.h * 4
-        return real(self, cols, at=(at[0], at[1], workspace, at[3]))
+        return real(self, at=(at[0], at[1], workspace, at[3]))
     monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial",
                         every_core_writes_row_0)
     dy, rfg = inputs((2, 7, 64), np.float32, seed_of("hazard"))
@@ -322,9 +322,9 @@ def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
 def test_reading_a_partial_nobody_wrote_is_uninitialised(monkeypatch):
     real = multicore.LayerNormGradBetaKernel.CopyOutPartial
 
-    def core_1_forgets_its_copy(self, cols, at):
+    def core_1_forgets_its_copy(self, at):
         if self.block_idx != 1:
-            return real(self, cols, at=at)
+            return real(self, at=at)
         acc = self.member.pop("acc")
         self.acc_que.EnQue(acc)
         self.acc_que.FreeTensor(self.acc_que.DeQue(np.float32))
