@@ -45,7 +45,8 @@ import numpy as np
 
 from .core import AICore
 from .cost import CONSTANTS, CostModel
-from .errors import (CapacityError, HazardError, InvalidArgumentError, UninitializedReadError)
+from .errors import (CapacityError, HazardError, InvalidArgumentError, OutOfBoundsError,
+                     UninitializedReadError)
 from .operator import LayerNormGradBeta
 from .pipe import TBuf, TPipe, TQue
 from .products import get_product
@@ -381,7 +382,7 @@ class _Live:
     """Steps execute as they are issued (observed and checked modes)."""
 
     def __init__(self, core, gms):
-        self.core = core
+        self.core, self.phase = core, 0
         core.gm_slots = gms
 
     def step(self, fn, *args, at=(0, 0, 0, 0)):
@@ -402,7 +403,7 @@ class _Planner:
     def __init__(self, recorded):
         self.recorded = recorded  # the _Recorded shared by every core of the plan
         self.schedule = ([], [])
-        self.phase = 0
+        self.phase = 0   # 1 once the kernel is past SyncAll (set by _run_phases)
 
     def attach(self, core, kernel):
         self.core, self.kernel = core, kernel
@@ -425,8 +426,6 @@ class _Planner:
             self._restore(entry.end)
         self.recorded.check_bounds(entry.program, at, self.kernel.gms)
         self.schedule[self.phase].append((entry.program, *at))
-        if fn.__name__ == "Sync":
-            self.phase = 1
 
     def _restore(self, end):
         core_state, pipe_state, members = end
@@ -458,7 +457,8 @@ class _Recorded:
                 slot = row[GM_SLOT]
                 col, gap = (SRC0, SRC_GAP) if row[OP] == COPY_GM_TO_UB else (DST, DST_GAP)
                 row[col] -= at[slot]
-                assert row[col] >= 0, "a step's GM access lies before its base"
+                if row[col] < 0:
+                    raise RuntimeError(f"{fn.__name__}: a GM access lies before the step's base")
                 span = 32 * ((row[BLOCK_COUNT] - 1) * (row[BLOCK_LEN] + row[gap]) + row[BLOCK_LEN])
                 extent[slot] = max(extent[slot], int(row[col]) + span)
         self.programs.append(rows)
@@ -472,8 +472,8 @@ class _Recorded:
     def check_bounds(self, program, at, gms):
         for slot, extent in enumerate(self.extents[program]):
             if extent and at[slot] + extent > gms[slot].size:
-                raise AssertionError(f"step program {program} would access GM slot {slot} "
-                                     f"bytes up to {at[slot] + extent} of {gms[slot].size}")
+                raise OutOfBoundsError(f"a replayed step would access GM {SLOT_NAMES[slot]} "
+                                       f"bytes up to {at[slot] + extent} of {gms[slot].size}")
 
 
 # --- plans (fast mode) -------------------------------------------------------------------------
@@ -498,7 +498,8 @@ def _run_phases(kernels):
     runs = [k.Process() for k in kernels]
     for run in runs:
         next(run)
-    for run in runs:
+    for kernel, run in zip(kernels, runs):
+        kernel.run.phase = 1
         next(run, None)
 
 
