@@ -57,23 +57,23 @@ def _round32(nbytes):
     return -(-nbytes // 32) * 32
 
 
-def _check_inputs(input_dy, res_for_gamma):
+def _check_inputs(input_dy, res_for_gamma, api="emulate"):
     for name, a in (("input_dy", input_dy), ("res_for_gamma", res_for_gamma)):
         if not isinstance(a, np.ndarray):
-            raise InvalidArgumentError(f"emulate: {name} must be a numpy array")
+            raise InvalidArgumentError(f"{api}: {name} must be a numpy array")
         if a.dtype not in (np.float16, np.float32):
-            raise InvalidArgumentError(f"emulate: {name} dtype {a.dtype} must be float16 or float32")
+            raise InvalidArgumentError(f"{api}: {name} dtype {a.dtype} must be float16 or float32")
         if a.ndim != 3 or 0 in a.shape:
-            raise InvalidArgumentError(f"emulate: {name} must be a non-empty [B, S, H] array, "
+            raise InvalidArgumentError(f"{api}: {name} must be a non-empty [B, S, H] array, "
                                        f"got shape {a.shape}")
     if input_dy.shape != res_for_gamma.shape or input_dy.dtype != res_for_gamma.dtype:
         raise InvalidArgumentError(
-            f"emulate: input_dy {input_dy.shape} {input_dy.dtype} and res_for_gamma "
+            f"{api}: input_dy {input_dy.shape} {input_dy.dtype} and res_for_gamma "
             f"{res_for_gamma.shape} {res_for_gamma.dtype} must match")
     h, itemsize = input_dy.shape[2], input_dy.dtype.itemsize
     if h * itemsize % 32:
         raise AlignmentError(
-            f"emulate: a row of H = {h} {input_dy.dtype} elements is {h * itemsize} bytes; "
+            f"{api}: a row of H = {h} {input_dy.dtype} elements is {h * itemsize} bytes; "
             f"LayerNormGradBeta needs whole 32-byte blocks (H a multiple of {32 // itemsize}): "
             "pad H with zeros, as the API's documentation asks")
 

@@ -47,6 +47,7 @@ from .core import AICore
 from .cost import CONSTANTS, CostModel
 from .errors import (CapacityError, HazardError, InvalidArgumentError, OutOfBoundsError,
                      UninitializedReadError)
+from .host import EmulationResult, _check_inputs, _gm_bytes
 from .operator import LayerNormGradBeta
 from .pipe import TBuf, TPipe, TQue
 from .products import get_product
@@ -648,8 +649,7 @@ class _Prepared:
 
 
 def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None):
-    from .host import _check_inputs, _gm_bytes
-    _check_inputs(input_dy, res_for_gamma)
+    _check_inputs(input_dy, res_for_gamma, "emulate_operator")
     dtype = input_dy.dtype
     tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
     ub_bytes = AICore.ub_bytes(tiling.product)
@@ -698,12 +698,14 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
                           [core.trace for core in cores] if mode != "fast" else None)
 
 
-class OperatorResult:
-    """pd_gamma, pd_beta (input dtype, shape (H,)), the OperatorTiling, every core, the per-core
-    traces (observed and checked modes) and the modelled device time of the whole operator."""
+class OperatorResult(EmulationResult):
+    """What `emulate` returns, for the whole operator: pd_gamma, pd_beta (input dtype, shape
+    (H,)), `tiling` (the OperatorTiling), `core` (core 0) and `cores`, `trace` (a list per core in
+    the observed and checked modes, else None), `rows` (a stream per core) and `cost` (an
+    OperatorCost)."""
 
     def __init__(self, pd_gamma, pd_beta, tiling, cores, plan, trace):
-        self.pd_gamma, self.pd_beta, self.tiling = pd_gamma, pd_beta, tiling
+        self.pd_gamma, self.pd_beta, self._tiling, self._tiling_copy = pd_gamma, pd_beta, tiling, None
         self.cores, self.core, self.trace = cores, cores[0], trace
         self._plan, self._cost = plan, None
 
@@ -726,13 +728,8 @@ class OperatorResult:
         """Every core's instruction stream, phases joined."""
         return [np.concatenate(self.core_rows(c)) for c in range(len(self.cores))]
 
-    @property
-    def cost(self):
-        if self._cost is None:
-            self._cost = self.estimate_cost()
-        return self._cost
-
     def estimate_cost(self, **overrides):
+        """The modelled device time with some cost constants overridden (calibration)."""
         return operator_cost(self.core.product, [self.core_rows(c) for c in range(len(self.cores))],
                              **overrides)
 
@@ -748,7 +745,7 @@ class OperatorCost:
     phases: tuple
     per_core: list
     clock_mhz: float
-    gm_bytes_per_cycle_per_core: float
+    gm_bytes_per_cycle: tuple  # what each core's MTE2/MTE3 got in each phase
 
     def to_chrome_trace(self):
         """One process per core, one row per pipe; times in microseconds."""
@@ -776,10 +773,11 @@ def operator_cost(product, core_rows, **overrides):
     own_rate = overrides.pop("gm_bytes_per_cycle",
                              CONSTANTS["gm_bytes_per_cycle"].value[product.name])
     per_core = [[None, None] for _ in core_rows]
-    phase_cycles = []
+    phase_cycles, rates = [], []
     for phase in range(2):
         active = [c for c, rows in enumerate(core_rows) if len(rows[phase])] or [0]
         rate = min(own_rate, total_rate / len(active))
+        rates.append(rate)
         model = CostModel(product, gm_bytes_per_cycle=rate, **overrides)
         seen = {}
         for c, rows in enumerate(core_rows):
@@ -791,4 +789,4 @@ def operator_cost(product, core_rows, **overrides):
         clock = model.values["clock_mhz"]
     cycles = phase_cycles[0] + sync + phase_cycles[1]
     return OperatorCost(cycles, cycles / clock, (phase_cycles[0], sync, phase_cycles[1]),
-                        [tuple(p) for p in per_core], clock, min(own_rate, total_rate))
+                        [tuple(p) for p in per_core], clock, tuple(rates))
