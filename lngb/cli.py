@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .errors import LngbError
+from .errors import InvalidArgumentError, LngbError
 from .host import emulate
 from .products import PRODUCTS
 
@@ -152,8 +152,11 @@ def trace_command(args):
 def debug_command(args):
     from .debug import DebugShell, Debugger
     dy, rfg = _kernel_inputs(args)
-    if args.block_dim:
+    if args.block_dim is not None:
         from .debug import OperatorDebugger
+        if args.stack_buffer_size is not None or args.reuse_source:
+            raise InvalidArgumentError("lngb debug: --stack-buffer-size and --reuse-source are "
+                                       "options of the one-core kernel, not of --block-dim")
         debugger = OperatorDebugger(dy, rfg, product=args.product, block_dim=args.block_dim)
     else:
         debugger = Debugger(dy, rfg, product=args.product,

@@ -210,7 +210,8 @@ def _writes(row, start, end):
 class DebugShell(cmd.Cmd):
     """The `lngb debug` command loop."""
 
-    intro = "lngb debug: step, until, break, watch, run, ub, mask, trace, next, tensors, quit"
+    intro = ("lngb debug: step, until, break, watch, run, ub, mask, trace, next, tensors, focus, "
+             "quit")
     prompt = "(lngb) "
 
     def __init__(self, debugger, stdin=None, stdout=None):

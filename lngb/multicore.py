@@ -63,6 +63,7 @@ F32 = np.dtype(np.float32)
 BUFFER_NUM = 2          # double buffering of the inputs
 COL_QUANTUM = 128       # column slices are multiples of 128 elements (whole repeats)
 MAX_BURSTS = 4095       # DataCopyParams.blockCount
+MAX_STRIDE = 65535      # DataCopyParams.srcStride / dstStride, in 32-byte blocks
 DY, RFG, WORKSPACE, OUTPUT = range(GM_SLOTS)
 
 
@@ -83,6 +84,7 @@ class OperatorTiling:
     core_rows: tuple         # (first row, row count) per core
     tile_rows: int
     tile_cols: int
+    acc_cols: int            # columns of the fp32 accumulator: H, or tile_cols for long rows
     tmp_bytes: int           # the API's sharedTmpBuffer per core
     reduce_cols: tuple       # (first column, column count) each core reduces in phase 2
     reduce_chunk: int        # columns a core reduces at once
@@ -142,9 +144,10 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         core_rows.append((start, n))
         start += n
 
-    def fits(r, w, one_chunk=False):
+    def fits(r, w, one_chunk=False, acc_cols=None):
         """A tile of r x w fits beside its buffers (and the API computes it in one chunk)."""
-        fixed, min_tmp = _phase1_bytes(r, w, itemsize, h)
+        acc_cols = acc_cols or (h if full_acc else w)
+        fixed, min_tmp = _phase1_bytes(r, w, itemsize, acc_cols)
         tmp = (usable - fixed) // 32 * 32
         if tmp < min_tmp:
             return False
@@ -155,6 +158,9 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         return api.oneCalSize >= r * w
 
     limit = min(base + (extra > 0), MAX_BURSTS)
+    # An accumulator for all of H lets the rows stream in GM order; for very long rows it holds
+    # one column slice, and the slices are the outer loop.
+    full_acc = fits(1, min(h, COL_QUANTUM), acc_cols=h)
 
     def most_rows(w, one_chunk=False):
         r = 0
@@ -182,7 +188,8 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         raise CapacityError(f"emulate_operator: tile_rows {tile_rows} x {cols} columns does not "
                             f"fit the UB of {product.name} (or exceeds the rows per core)")
     tile_rows = int(tile_rows)
-    fixed, min_tmp = _phase1_bytes(tile_rows, cols, itemsize, h)
+    acc_cols = h if full_acc else cols
+    fixed, min_tmp = _phase1_bytes(tile_rows, cols, itemsize, acc_cols)
     max_tmp, _ = GetLayerNormGradBetaMaxMinTmpSize((1, tile_rows, cols), itemsize, False)
     tmp_bytes = max(min_tmp, min(max_tmp, (usable - fixed) // 32 * 32))
 
@@ -197,8 +204,13 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         start += n
     per_col = 2 * BUFFER_NUM * 8 + 8 + 2 * itemsize   # partial queue, fp32 total, output queue
     chunk = min(max(n for _, n in reduce_cols), usable // per_col // quantum * quantum)
+    gaps = ((h - cols) * itemsize, (h - acc_cols) * 4, (h - chunk) * 4, (h - chunk) * itemsize)
+    if max(gaps) // 32 > MAX_STRIDE:
+        raise CapacityError(f"emulate_operator: H = {h} is too long: a tile's DataCopy would skip "
+                            f"{max(gaps) // 32} blocks between rows, more than the {MAX_STRIDE} "
+                            "its stride fields hold")
     return OperatorTiling(rows, h, dtype.str, product.name, block_dim, tuple(core_rows),
-                          tile_rows, cols, tmp_bytes, tuple(reduce_cols), chunk)
+                          tile_rows, cols, acc_cols, tmp_bytes, tuple(reduce_cols), chunk)
 
 
 # Instruction rows a tile costs beyond its API row loop, for choosing the tile (the emulator's
@@ -254,11 +266,19 @@ class LayerNormGradBetaKernel:
         t, s = self.t, self.dtype.itemsize
         first_row, count = t.core_rows[self.block_idx]
         self.Init()
-        for i, (row, rows) in enumerate(t.tiles(0, count)):  # the rows stream in GM order
-            for col, cols in t.col_slices():
-                self.run.step(self.Tile, rows, col, cols, i == 0,
-                              at=((row * t.h + col) * s,) * 2 + (0, 0))
-        self.run.step(self.CopyOutPartial, at=(0, 0, self.block_idx * 2 * t.h * 4, 0))
+        # the accumulator holds all of H (the rows stream in GM order) or one column slice
+        # (the slices are the outer loop); either way each column adds its tiles in row order
+        runs = ([t.col_slices()] if t.acc_cols == t.h
+                else [[part] for part in t.col_slices()])
+        for slices in runs:
+            acc_col = slices[0][0]
+            for i, (row, rows) in enumerate(t.tiles(0, count)):
+                for col, cols in slices:
+                    self.run.step(self.Tile, rows, col - acc_col, cols, i == 0,
+                                  at=((row * t.h + col) * s,) * 2 + (0, 0))
+            width = sum(cols for _, cols in slices)
+            self.run.step(self.CopyOutPartial, width,
+                          at=(0, 0, (self.block_idx * 2 * t.h + acc_col) * 4, 0))
         self.run.step(self.Sync)
         yield
         lo, width = t.reduce_cols[self.block_idx]
@@ -280,16 +300,19 @@ class LayerNormGradBetaKernel:
         self.out_buf, self.tmp_buf = TBuf("VECCALC"), TBuf("VECCALC")
         self.pipe.InitBuffer(self.in_dy, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
         self.pipe.InitBuffer(self.in_rfg, BUFFER_NUM, t.tile_rows * t.tile_cols * s)
-        self.pipe.InitBuffer(self.acc_que, 1, 2 * t.h * 4)
+        self.pipe.InitBuffer(self.acc_que, 1, 2 * t.acc_cols * 4)
         self.pipe.InitBuffer(self.out_buf, 2 * t.tile_cols * s)
         self.pipe.InitBuffer(self.tmp_buf, t.tmp_bytes)
-        self._name_buffers(dy=self.in_dy, rfg=self.in_rfg, acc=self.acc_que, out=self.out_buf,
-                           tmp=self.tmp_buf)
+        self._name_buffers(dy=(self.in_dy, self.dtype), rfg=(self.in_rfg, self.dtype),
+                           acc=(self.acc_que, F32), out=(self.out_buf, self.dtype),
+                           tmp=(self.tmp_buf, np.uint8))
 
     def _name_buffers(self, **queues):
-        for name, que in queues.items():
+        """Every buffer, typed, under a name for debuggers (dy0, dy1, ..., acc, ...)."""
+        for name, (que, dtype) in queues.items():
             for i, buf in enumerate(que.buffers):
-                self.tensors[name + (str(i) if len(que.buffers) > 1 else "")] = buf
+                self.tensors[name + (str(i) if len(que.buffers) > 1 else "")] = (
+                    buf.ReinterpretCast(dtype))
 
     def copy_in(self, que, slot, rows, cols, at):
         local = que.AllocTensor(self.dtype)
@@ -302,8 +325,8 @@ class LayerNormGradBetaKernel:
         que.EnQue(local)
 
     def Tile(self, rows, col, cols, first, at):
-        """CopyIn and Compute of one tile (columns col .. col + cols); the first tile of a
-        column slice starts its part of the accumulator [pdGamma H | pdBeta H]."""
+        """CopyIn and Compute of one tile; its columns are col .. col + cols of the accumulator
+        [pdGamma acc_cols | pdBeta acc_cols], and the first tile of a slice starts them."""
         self.copy_in(self.in_dy, DY, rows, cols, at)
         self.copy_in(self.in_rfg, RFG, rows, cols, at)
         dy, rfg = self.in_dy.DeQue(self.dtype), self.in_rfg.DeQue(self.dtype)
@@ -314,7 +337,7 @@ class LayerNormGradBetaKernel:
         self.in_rfg.FreeTensor(rfg)
         if first and col == 0:
             self.member["acc"] = self.acc_que.AllocTensor(F32)
-        acc, h, partial = self.member["acc"], self.t.h, out
+        acc, h, partial = self.member["acc"], self.t.acc_cols, out
         if self.dtype != F32:  # widen the half partial to fp32 in the (now free) temp buffer
             partial = self.tmp_buf.Get(F32, 2 * cols)
             Cast(partial, out, RoundMode.CAST_NONE, 2 * cols)
@@ -326,11 +349,16 @@ class LayerNormGradBetaKernel:
             (DataCopy(dst, src, n) if first else Add(dst, dst, src, n))
         PipeBarrier(PIPE_V)
 
-    def CopyOutPartial(self, at):
+    def CopyOutPartial(self, cols, at):
+        """The accumulator's first `cols` columns of pdGamma and of pdBeta to this core's row
+        [pdGamma H | pdBeta H] of the workspace."""
         acc = self.member.pop("acc")
         self.acc_que.EnQue(acc)
         acc = self.acc_que.DeQue(F32)
-        DataCopy(self.gm(WORKSPACE, at[WORKSPACE], F32), acc, 2 * self.t.h)
+        t = self.t
+        DataCopy(self.gm(WORKSPACE, at[WORKSPACE], F32), acc,
+                 DataCopyParams(2, cols * 4 // 32, (t.acc_cols - cols) * 4 // 32,
+                                (t.h - cols) * 4 // 32))
         self.acc_que.FreeTensor(acc)
 
     def Sync(self, at):
@@ -345,7 +373,8 @@ class LayerNormGradBetaKernel:
         self.pipe.InitBuffer(self.in_part, BUFFER_NUM, 2 * t.reduce_chunk * 4)
         self.pipe.InitBuffer(self.total_buf, 2 * t.reduce_chunk * 4)
         self.pipe.InitBuffer(self.out_que, 1, 2 * t.reduce_chunk * s)
-        self._name_buffers(part=self.in_part, total=self.total_buf, result=self.out_que)
+        self._name_buffers(part=(self.in_part, F32), total=(self.total_buf, F32),
+                           result=(self.out_que, self.dtype))
 
     def AddPartial(self, cols, first, at):
         """Fold core k's partial of these columns into the fp32 total (core order)."""
@@ -415,7 +444,8 @@ class _Planner:
         flags = tuple(sorted(((e.name, i), n) for (e, i), n in core.flags.items() if n))
         return ((core.mask_mode, core.mask_high, core.mask_low, core.allocated, flags),
                 pipe.state() if pipe is not None else None,
-                tuple((k, v.address, v.size, v.dtype.str) for k, v in kernel.member.items()))
+                tuple((k, v.address, v.size, v.dtype.str, v.position)
+                      for k, v in kernel.member.items()))
 
     def step(self, fn, *args, at=(0, 0, 0, 0)):
         key = (fn.__name__, args, self._state())
@@ -433,7 +463,8 @@ class _Planner:
         self.core._set_state(core_state)
         if pipe_state is not None:
             self.kernel.pipe.set_state(pipe_state)
-        self.kernel.member = {k: LocalTensor(self.core, *m) for k, m in members.items()}
+        self.kernel.member = {k: LocalTensor(self.core, address, size, dtype, position=position)
+                              for k, (address, size, dtype, position) in members.items()}
 
 
 class _Recorded:
@@ -614,21 +645,25 @@ def check_gm(cores, gms):
                             f"{SLOT_NAMES[slot]} bytes [{a}, {b}) with no SyncAll between "
                             f"(core {c} #{record.seq} {record.name}, {record.source})")
                     other[:] = c
-        for c in range(len(cores)):
+        for c in range(len(cores)):  # reads, in the core's order
+            own = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
             for write, slot, bursts, record in _gm_accesses(phases[c][phase]):
-                if write or slot not in shared:
+                if slot not in shared:
                     continue
                 for a, b in bursts:
+                    if write:
+                        own[slot][a:b] = True
+                        continue
                     w = writer[slot][a:b]
                     if ((w >= 0) & (w != c)).any():
                         raise HazardError(
                             f"core {c} #{record.seq} {record.name} reads GM {SLOT_NAMES[slot]} "
                             f"bytes [{a}, {b}) that core {int(w[(w >= 0) & (w != c)][0])} writes "
                             "in the same phase: a SyncAll must separate them")
-                    if not (written[slot][a:b] | (w == c)).all():
+                    if not (written[slot][a:b] | own[slot][a:b]).all():
                         raise UninitializedReadError(
                             f"core {c} #{record.seq} {record.name} reads GM {SLOT_NAMES[slot]} "
-                            f"bytes [{a}, {b}) that no core has written")
+                            f"bytes [{a}, {b}) that no core has written before")
         for slot in shared:
             written[slot] |= writer[slot] >= 0
 

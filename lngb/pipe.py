@@ -28,6 +28,7 @@ class TPipe:
         self.base = core.allocated  # Destroy gives the UB from here on back
         self.buffers_per_position = {}
         self.queues = []
+        self.owned = []     # every TQue and TBuf given buffers
         self.free_ids = {}  # HardEvent -> ids not in use
 
     def InitBuffer(self, que_or_buf, *args):
@@ -66,6 +67,7 @@ class TPipe:
         if isinstance(obj, TQue):
             self.buffers_per_position[obj.position] = count
             self.queues.append(obj)
+        self.owned.append(obj)
         obj.pipe = self
         obj.buffers = [self.core.alloc(nbytes, np.uint8, obj.position) for _ in range(num)]
         obj.reset()
@@ -86,7 +88,14 @@ class TPipe:
         """Wait for every FreeTensor nothing has waited for and give the UB back (the TPipe
         destructor); its queues and buffers must not be used afterwards."""
         for que in self.queues:
+            if que.queued:
+                raise InvalidArgumentError(
+                    f"TPipe.Destroy: {len(que.queued)} tensor(s) still enqueued in a "
+                    f"{que.position} queue; DeQue and FreeTensor them first")
+        for que in self.queues:
             que.wait_all_frees()
+        for obj in self.owned:  # the buffers go back to the UB: later use is an error
+            obj.pipe, obj.buffers = None, []
         self.core.allocated = self.base
 
     # --- state, so a recorded step can be recognised and replayed (multicore planner) ---------
@@ -129,8 +138,9 @@ class TQue:
 
     def _ready(self, api):
         if self.pipe is None:
-            raise InvalidArgumentError(f"TQue.{api}: the queue has no buffers; call "
-                                       "pipe.InitBuffer(que, num, len) first")
+            raise InvalidArgumentError(f"TQue.{api}: the queue has no buffers (none given yet, or "
+                                       "its TPipe was destroyed); call pipe.InitBuffer(que, "
+                                       "num, len) first")
 
     def _index_of(self, api, tensor):
         for i, buf in enumerate(self.buffers):
@@ -221,8 +231,8 @@ class TBuf:
     def Get(self, dtype, length=None):
         """The buffer as a LocalTensor of `dtype` (`length` elements, default all of it)."""
         if self.pipe is None:
-            raise InvalidArgumentError("TBuf.Get: no buffer; call pipe.InitBuffer(tbuf, len) "
-                                       "first")
+            raise InvalidArgumentError("TBuf.Get: no buffer (none given yet, or its TPipe was "
+                                       "destroyed); call pipe.InitBuffer(tbuf, len) first")
         tensor = self.buffers[0].ReinterpretCast(dtype)
         if length is None:
             return tensor

@@ -309,9 +309,9 @@ def test_checked_mode_runs_clean(product, dtype):
 def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
     real = multicore.LayerNormGradBetaKernel.CopyOutPartial
 
-    def every_core_writes_row_0(self, at):
+    def every_core_writes_row_0(self, cols, at):
         workspace = at[multicore.WORKSPACE] - self.block_idx * 2 * self.t.h * 4
-        return real(self, at=(at[0], at[1], workspace, at[3]))
+        return real(self, cols, at=(at[0], at[1], workspace, at[3]))
     monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial",
                         every_core_writes_row_0)
     dy, rfg = inputs((2, 7, 64), np.float32, seed_of("hazard"))
@@ -322,9 +322,9 @@ def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
 def test_reading_a_partial_nobody_wrote_is_uninitialised(monkeypatch):
     real = multicore.LayerNormGradBetaKernel.CopyOutPartial
 
-    def core_1_forgets_its_copy(self, at):
+    def core_1_forgets_its_copy(self, cols, at):
         if self.block_idx != 1:
-            return real(self, at=at)
+            return real(self, cols, at=at)
         acc = self.member.pop("acc")
         self.acc_que.EnQue(acc)
         self.acc_que.FreeTensor(self.acc_que.DeQue(np.float32))
@@ -584,3 +584,95 @@ def test_queue_misuse_is_rejected():
             TQue("GM")
         with pytest.raises(InvalidArgumentError):
             pipe.InitBuffer(TQue("VECOUT"), 0, 64)
+
+
+# --- review findings ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_rows_longer_than_an_accumulator_of_h_fits(dtype):
+    """Past about 23 K columns (A2) the fp32 accumulator holds one column slice at a time."""
+    shape = (1, 3, 32768 if dtype == np.float32 else 40000)
+    dy, rfg = inputs(shape, dtype, seed_of("long rows", dtype))
+    for mode in ("fast", "checked"):
+        result = lngb.emulate_operator(dy, rfg, block_dim=2, mode=mode)
+        t = result.tiling
+        assert t.acc_cols == t.tile_cols < shape[2]
+        assert_matches_oracle(result, dy, rfg)
+
+
+def test_reading_workspace_before_this_core_writes_it_is_uninitialised(monkeypatch):
+    real = multicore.LayerNormGradBetaKernel.CopyOutPartial
+
+    def read_the_row_first(self, cols, at):
+        acc = self.member["acc"]
+        lngb.vector_ops.DataCopy(acc, self.gm(multicore.WORKSPACE, at[multicore.WORKSPACE],
+                                              np.float32), cols)
+        return real(self, cols, at=at)
+    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial", read_the_row_first)
+    dy, rfg = inputs((1, 4, 64), np.float32, seed_of("read first"))
+    with pytest.raises(UninitializedReadError, match="workspace.*no core has written"):
+        lngb.emulate_operator(dy, rfg, block_dim=2, mode="checked")
+
+
+def test_replayed_member_tensors_keep_their_position():
+    """A step replayed from the plan restores the kernel's member tensors as observed mode has
+    them (position included)."""
+    dy, rfg = inputs((1, 400, 256), np.float32, seed_of("members"))
+    seen = []
+    real = multicore.LayerNormGradBetaKernel.CopyOutPartial
+
+    def spy(self, cols, at):
+        acc = self.member["acc"]
+        seen.append((acc.address, acc.size, acc.dtype, acc.position, acc.shape))
+        return real(self, cols, at=at)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial", spy)
+        multicore._PLANS.clear()
+        lngb.emulate_operator(dy, rfg, block_dim=1)
+        lngb.emulate_operator(dy, rfg, block_dim=1, mode="observed")
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0][3] == "VECOUT"
+
+
+def test_a_destroyed_pipe_s_queues_and_buffers_are_unusable():
+    core = lngb.AICore("atlas-a2")
+    with core:
+        pipe = TPipe(core)
+        que, buf = TQue("VECOUT"), TBuf()
+        pipe.InitBuffer(que, 1, 64)
+        pipe.InitBuffer(buf, 64)
+        t = que.AllocTensor(np.float32)
+        que.EnQue(t)
+        with pytest.raises(InvalidArgumentError, match="still enqueued"):
+            pipe.Destroy()
+        que.FreeTensor(que.DeQue(np.float32))
+        pipe.Destroy()
+        with pytest.raises(InvalidArgumentError, match="TPipe was destroyed"):
+            que.AllocTensor(np.float32)
+        with pytest.raises(InvalidArgumentError, match="TPipe was destroyed"):
+            buf.Get(np.float32)
+        TPipe(core).InitBuffer(que, 1, 64)     # a queue may be given buffers again
+        assert que.AllocTensor(np.float32).address == 0
+
+
+def test_operator_debugger_tensors_are_typed():
+    from lngb.debug import OperatorDebugger
+    dy, rfg = inputs((1, 4, 32), np.float16, seed_of("typed"))
+    dbg = OperatorDebugger(dy, rfg, block_dim=2)
+    types = {name: t.dtype for name, t in dbg.tensors.items()}
+    assert types["dy0"] == types["out"] == types["result"] == np.float16
+    assert types["acc"] == types["total"] == types["part0"] == np.float32
+    assert dbg.view("acc").dtype == np.float32
+
+
+def test_debug_command_rejects_block_dim_0_and_one_core_options(capsys):
+    from lngb.cli import main
+    assert main(["debug", "--block-dim", "0"]) == 2
+    assert "block_dim 0 outside 1 ~ 48" in capsys.readouterr().err
+    assert main(["debug", "--block-dim", "2", "--reuse-source"]) == 2
+    assert "not of --block-dim" in capsys.readouterr().err
+
+
+def test_rows_too_long_for_datacopy_strides_are_a_capacity_error():
+    with pytest.raises(CapacityError, match="H = 600000 is too long"):
+        lngb.operator_tiling((1, 2, 600000), np.float32, "atlas-a2")
+    assert lngb.operator_tiling((1, 2, 500000), np.float32, "atlas-a2").acc_cols < 500000
