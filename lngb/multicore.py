@@ -99,14 +99,15 @@ class OperatorTiling:
         return [(c, min(width, first + count - c)) for c in range(first, first + count, width)]
 
 
-def _phase1_bytes(rows, cols, itemsize, h):
-    """UB bytes of phase 1 for tiles of rows x cols of H, and the API's minimum temp buffer."""
+def _phase1_bytes(rows, cols, itemsize, acc_cols):
+    """UB bytes of phase 1 for tiles of rows x cols and an accumulator of acc_cols columns, and
+    the API's minimum temp buffer."""
     _, min_tmp = GetLayerNormGradBetaMaxMinTmpSize((1, rows, cols), itemsize, False)
     if itemsize == 2:  # the tile partials are widened to fp32 in the temp buffer
         min_tmp = max(min_tmp, 8 * cols)
     fixed = (2 * BUFFER_NUM * _round32(rows * cols * itemsize)   # dy, resForGamma queues
              + _round32(2 * cols * itemsize)                      # the API's two outputs
-             + 2 * h * 4)                                         # fp32 accumulators
+             + 2 * acc_cols * 4)                                  # fp32 accumulators
     return fixed, min_tmp
 
 
@@ -264,7 +265,7 @@ class LayerNormGradBetaKernel:
 
     def Process(self):
         t, s = self.t, self.dtype.itemsize
-        first_row, count = t.core_rows[self.block_idx]
+        _, count = t.core_rows[self.block_idx]   # the core's GM slots start at its first row
         self.Init()
         # the accumulator holds all of H (the rows stream in GM order) or one column slice
         # (the slices are the outer loop); either way each column adds its tiles in row order
