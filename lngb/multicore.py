@@ -89,9 +89,9 @@ class OperatorTiling:
     reduce_cols: tuple       # (first column, column count) each core reduces in phase 2
     reduce_chunk: int        # columns a core reduces at once
 
-    def tiles(self, first_row, count):
-        return [(r, min(self.tile_rows, first_row + count - r))
-                for r in range(first_row, first_row + count, self.tile_rows)]
+    def tiles(self, count):
+        """(first row, rows) of each tile of a core's `count` rows, relative to its first."""
+        return [(r, min(self.tile_rows, count - r)) for r in range(0, count, self.tile_rows)]
 
     def col_slices(self, first=0, count=None, width=None):
         count = self.h if count is None else count
@@ -273,7 +273,7 @@ class LayerNormGradBetaKernel:
                 else [[part] for part in t.col_slices()])
         for slices in runs:
             acc_col = slices[0][0]
-            for i, (row, rows) in enumerate(t.tiles(0, count)):
+            for i, (row, rows) in enumerate(t.tiles(count)):
                 for col, cols in slices:
                     self.run.step(self.Tile, rows, col - acc_col, cols, i == 0,
                                   at=((row * t.h + col) * s,) * 2 + (0, 0))

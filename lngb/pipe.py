@@ -163,8 +163,7 @@ class TQue:
                 "FreeTensor one first (the device would hang)")
         self.cursor = (i + 1) % n
         if self.free_ids[i] is not None:
-            WaitFlag(self.free_event, self.free_ids[i])
-            self.pipe.ReleaseEventID(self.free_event, self.free_ids[i])
+            self._wait(self.free_event, self.free_ids[i])
             self.free_ids[i] = None
         self.status[i] = ALLOCATED
         return self.buffers[i].ReinterpretCast(dtype)
@@ -193,8 +192,7 @@ class TQue:
                                        "device would wait forever); EnQue a tensor first")
         i, event_id = self.queued.pop(0)
         if event_id is not None:
-            WaitFlag(self.enque_event, event_id)
-            self.pipe.ReleaseEventID(self.enque_event, event_id)
+            self._wait(self.enque_event, event_id)
         self.status[i] = ALLOCATED
         return self.buffers[i].ReinterpretCast(dtype)
 
@@ -209,11 +207,15 @@ class TQue:
             SetFlag(self.free_event, self.free_ids[i])
         self.status[i] = FREE
 
+    def _wait(self, event, event_id):
+        """WaitFlag on an event this queue set, and give its id back to the pipe."""
+        WaitFlag(event, event_id)
+        self.pipe.ReleaseEventID(event, event_id)
+
     def wait_all_frees(self):
         for i, event_id in enumerate(self.free_ids):
             if event_id is not None:
-                WaitFlag(self.free_event, event_id)
-                self.pipe.ReleaseEventID(self.free_event, event_id)
+                self._wait(self.free_event, event_id)
                 self.free_ids[i] = None
 
 
