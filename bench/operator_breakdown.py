@@ -1,0 +1,58 @@
+"""Where the operator's time goes: phase 1 of [8, 1024, 4096] float replayed on 2 threads with
+every step's rows, with only its GM -> UB DataCopys, with everything but those, and with every
+core reading core 0's rows (inputs hot in cache). Medians of interleaved runs, in ms.
+
+    python bench/operator_breakdown.py
+"""
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from cases import OPERATOR_SHAPE, THREADS  # noqa: E402
+
+from lngb import multicore  # noqa: E402
+from lngb.vector_ops.kernels import run_schedule  # noqa: E402
+from lngb.vector_ops.program import COPY_GM_TO_UB, OP  # noqa: E402
+
+
+def phase1_seconds(run, plan, rows, starts, gms):
+    jobs = [(core, g, s[0]) for core, g, s in zip(run.cores, gms, plan.schedules)]
+    start = time.perf_counter()
+    multicore._in_parallel(jobs, THREADS, lambda job: run_schedule(job[0].ub, *job[1], rows,
+                                                                   starts, job[2]))
+    return time.perf_counter() - start
+
+
+def only(plan, keep):
+    programs = [p[keep(p)] for p in plan.programs]
+    return (np.concatenate(programs),
+            np.cumsum([0] + [len(p) for p in programs]).astype(np.int64))
+
+
+def main(repeat=9):
+    rng = np.random.default_rng(0)
+    dy, rfg = (rng.standard_normal(OPERATOR_SHAPE, np.float32) for _ in range(2))
+    run = multicore.prepare_operator(dy, rfg, "atlas-a2", None, "fast")
+    plan = multicore._plan(run.tiling, run.cores, run.gms)
+    variants = {
+        "every row": (plan.rows, plan.starts, run.gms),
+        "GM -> UB copies only": (*only(plan, lambda p: p[:, OP] == COPY_GM_TO_UB), run.gms),
+        "all but those copies": (*only(plan, lambda p: p[:, OP] != COPY_GM_TO_UB), run.gms),
+        "every row, inputs hot": (plan.rows, plan.starts, [run.gms[0]] * len(run.gms)),
+    }
+    times = {name: [] for name in variants}
+    for i in range(repeat + 1):
+        for name, args in variants.items():
+            seconds = phase1_seconds(run, plan, *args)
+            if i:  # the first round warms up
+                times[name].append(seconds)
+    print(f"phase 1 of {list(OPERATOR_SHAPE)} float, {THREADS} threads, median of {repeat}:")
+    for name, runs in times.items():
+        print(f"  {name:24} {np.median(runs) * 1e3:6.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
