@@ -1,6 +1,7 @@
 """Where the operator's time goes: phase 1 of [8, 1024, 4096] float replayed on 2 threads with
-every step's rows, with only its GM -> UB DataCopys, with everything but those, and with every
-core reading core 0's rows (inputs hot in cache). Medians of interleaved runs, in ms.
+every step's rows (with and without prefetching the next step's inputs), with only its GM -> UB
+DataCopys, with everything but those (no prefetch), and with every core reading core 0's rows
+(inputs hot in cache). Medians of interleaved runs, in ms.
 
     python bench/operator_breakdown.py
 """
@@ -18,11 +19,12 @@ from lngb.vector_ops.kernels import run_schedule  # noqa: E402
 from lngb.vector_ops.program import COPY_GM_TO_UB, OP  # noqa: E402
 
 
-def phase1_seconds(run, plan, rows, starts, gms):
+def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
     jobs = [(core, g, s[0]) for core, g, s in zip(run.cores, gms, plan.schedules)]
+    lines = plan.line_starts if prefetch else np.zeros_like(plan.line_starts)
     start = time.perf_counter()
-    multicore._in_parallel(jobs, THREADS, lambda job: run_schedule(job[0].ub, *job[1], rows,
-                                                                   starts, job[2]))
+    multicore._in_parallel(jobs, THREADS, lambda job: run_schedule(
+        job[0].ub, *job[1], rows, starts, plan.lines, lines, job[2]))
     return time.perf_counter() - start
 
 
@@ -39,8 +41,9 @@ def main(repeat=9):
     plan = multicore._plan(run.tiling, run.cores, run.gms)
     variants = {
         "every row": (plan.rows, plan.starts, run.gms),
+        "every row, no prefetch": (plan.rows, plan.starts, run.gms, False),
         "GM -> UB copies only": (*only(plan, lambda p: p[:, OP] == COPY_GM_TO_UB), run.gms),
-        "all but those copies": (*only(plan, lambda p: p[:, OP] != COPY_GM_TO_UB), run.gms),
+        "all but those copies": (*only(plan, lambda p: p[:, OP] != COPY_GM_TO_UB), run.gms, False),
         "every row, inputs hot": (plan.rows, plan.starts, [run.gms[0]] * len(run.gms)),
     }
     times = {name: [] for name in variants}

@@ -468,6 +468,14 @@ class _Planner:
                               for k, (address, size, dtype, position) in members.items()}
 
 
+def _lines_read(row):
+    """GM byte offsets 64 bytes apart covering what a GM -> UB DataCopy row reads, in order."""
+    burst, pitch = 32 * row[BLOCK_LEN], 32 * (row[BLOCK_LEN] + row[SRC_GAP])
+    for i in range(row[BLOCK_COUNT]):
+        start = row[SRC0] + i * pitch
+        yield from range(start - start % 64, start + burst, 64)
+
+
 class _Recorded:
     """The programs of a plan: rows with GM offsets relative to the step's bases."""
 
@@ -475,6 +483,7 @@ class _Recorded:
         self.steps = {}
         self.programs = []    # row arrays
         self.extents = []     # per program: GM bytes used past each slot's base
+        self.lines = []       # per program: (slot, offset) of each GM line its DataCopys read
         self.warnings = []
 
     def record(self, core, kernel, fn, args, at):
@@ -484,7 +493,7 @@ class _Recorded:
         program = core.record(body, kernel.gms)
         self.warnings.extend(m for m in program.warnings if m not in self.warnings)
         rows = program.rows.copy()
-        extent = [0] * GM_SLOTS
+        extent, lines = [0] * GM_SLOTS, []
         for row in rows:
             if row[OP] in (COPY_GM_TO_UB, COPY_UB_TO_GM) and row[BLOCK_COUNT]:
                 slot = row[GM_SLOT]
@@ -494,8 +503,11 @@ class _Recorded:
                     raise RuntimeError(f"{fn.__name__}: a GM access lies before the step's base")
                 span = 32 * ((row[BLOCK_COUNT] - 1) * (row[BLOCK_LEN] + row[gap]) + row[BLOCK_LEN])
                 extent[slot] = max(extent[slot], int(row[col]) + span)
+                if row[OP] == COPY_GM_TO_UB:
+                    lines.extend((slot, line) for line in _lines_read(row))
         self.programs.append(rows)
         self.extents.append(tuple(extent))
+        self.lines.append(np.array(lines, dtype=np.int64).reshape(-1, 2))
         core._set_state(program.end_state)
         pipe = getattr(kernel, "pipe", None)
         end = (program.end_state, pipe.state() if pipe is not None else None,
@@ -516,6 +528,8 @@ class _Plan:
     tiling: OperatorTiling
     rows: np.ndarray      # every step program, concatenated
     starts: np.ndarray    # program p is rows[starts[p]:starts[p + 1]]
+    lines: np.ndarray     # the GM lines each program reads, concatenated: (slot, offset)
+    line_starts: np.ndarray
     programs: list
     schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
     end_states: list      # per core: the core's state after the kernel
@@ -551,9 +565,11 @@ def _plan(tiling, cores, gms):
         kernels.append(kernel)
     _run_phases(kernels)
     starts = np.cumsum([0] + [len(p) for p in recorded.programs]).astype(np.int64)
+    line_starts = np.cumsum([0] + [len(x) for x in recorded.lines]).astype(np.int64)
     schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
                  for p in planners]
-    plan = _Plan(tiling, np.concatenate(recorded.programs), starts, recorded.programs, schedules,
+    plan = _Plan(tiling, np.concatenate(recorded.programs), starts,
+                 np.concatenate(recorded.lines), line_starts, recorded.programs, schedules,
                  [core._state() for core in cores], tuple(recorded.warnings))
     _PLANS[key] = plan
     if len(_PLANS) > PLAN_CACHE_SIZE:
@@ -565,8 +581,8 @@ def _replay(plan, cores, gms, threads):
     for phase in range(2):
         jobs = [(core, g, s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
                 if len(s[phase])]
-        _in_parallel(jobs, threads, lambda job: run_schedule(job[0].ub, *job[1], plan.rows,
-                                                             plan.starts, job[2]))
+        _in_parallel(jobs, threads, lambda job: run_schedule(
+            job[0].ub, *job[1], plan.rows, plan.starts, plan.lines, plan.line_starts, job[2]))
     lengths = np.diff(plan.starts)
     for core, state, s in zip(cores, plan.end_states, plan.schedules):
         core._set_state(state)

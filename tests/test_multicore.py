@@ -16,7 +16,8 @@ from lngb import (CapacityError, HazardError, InvalidArgumentError, Uninitialize
                   multicore)
 from lngb.pipe import TBuf, TPipe, TQue
 from lngb.vector_ops import HardEvent
-from lngb.vector_ops.program import COPY_GM_TO_UB, COPY_UB_TO_GM, DST, OP, SRC0, SRC1
+from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY_GM_TO_UB, COPY_UB_TO_GM, DST,
+                                     GM_SLOT, OP, SRC0, SRC1, SRC_GAP)
 
 import naive
 from conftest import rejected, seed_of
@@ -676,3 +677,23 @@ def test_rows_too_long_for_datacopy_strides_are_a_capacity_error():
     with pytest.raises(CapacityError, match="H = 600000 is too long"):
         lngb.operator_tiling((1, 2, 600000), np.float32, "atlas-a2")
     assert lngb.operator_tiling((1, 2, 500000), np.float32, "atlas-a2").acc_cols < 500000
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("h", [4096, 1008])
+def test_prefetch_lines_cover_exactly_what_each_step_copies_in(dtype, h):
+    """The lines run_schedule prefetches for a step: every GM byte its GM -> UB DataCopys read
+    lies in one of them, and each of them holds such a byte."""
+    dy, rfg = inputs((1, 12, h), dtype, seed_of("lines", h))
+    multicore._PLANS.clear()
+    plan = lngb.emulate_operator(dy, rfg, block_dim=2)._plan
+    for p, rows in enumerate(plan.programs):
+        read = set()
+        for row in rows[rows[:, OP] == COPY_GM_TO_UB]:
+            for i in range(row[BLOCK_COUNT]):
+                start = row[SRC0] + 32 * i * (row[BLOCK_LEN] + row[SRC_GAP])
+                read |= {(row[GM_SLOT], x) for x in range(start, start + 32 * row[BLOCK_LEN])}
+        lines = plan.lines[plan.line_starts[p]:plan.line_starts[p + 1]]
+        covered = {(slot, x) for slot, off in lines for x in range(off, off + 64)}
+        assert read <= covered
+        assert all(any((slot, x) in read for x in range(off, off + 64)) for slot, off in lines)

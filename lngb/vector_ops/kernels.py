@@ -10,10 +10,10 @@ from .._jit import njit, prefetch
 from .half import (HALF_TO_FLOAT_TABLE, float_to_half, half_to_float, narrow_array_rint,
                    widen_array)
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
-                      COPY_UB_TO_GM, DST, DST_BLK, DST_GAP, DST_REP, DT_DST,
-                      DT_SRC, DUPLICATE, EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP,
-                      ROUND, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1,
-                      SRC1_BLK, SRC1_REP, SRC_GAP, SUB)
+                      COPY_UB_TO_GM, DST, DST_BLK, DST_GAP, DST_REP, DT_DST, DT_SRC, DUPLICATE,
+                      EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, GM_SLOTS, MUL, MULS, OP, ROUND,
+                      SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP,
+                      SUB)
 from .types import RoundMode
 from .walk import (contiguous, flat_count, lane_active, lane_index, lanes_per_repeat,
                    reduce_geometry, repeat_count)
@@ -244,7 +244,14 @@ def copy(ub, gm, row):
 
 @njit
 def execute(ub, gms, program):
-    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays)."""
+    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays),
+    prefetching nothing."""
+    no_lines, no_step = np.zeros((0, 2), np.int64), np.zeros((1, 1 + GM_SLOTS), np.int64)
+    _execute(ub, gms, program, (gms, no_lines[0:0], no_step[0, 1:], np.zeros(2, np.int64)))
+
+
+@njit
+def _execute(ub, gms, program, ahead):
     f32 = ub.view(np.float32)
     u16 = ub.view(np.uint16)
     for i in range(program.shape[0]):
@@ -256,38 +263,49 @@ def execute(ub, gms, program):
             reduce(f32, u16, row)
         elif op < EVENT_BASE:
             copy(ub, gms[row[GM_SLOT]], row)
+        else:
+            continue
+        fetch_ahead(ahead)
 
 
 @njit
-def _prefetch_inputs(gms, program):
-    """Start fetching the GM bytes a program's GM -> UB copies read (the emulated MTE2 loads the
-    next tile while the vector unit computes this one; the host CPU does the same)."""
-    for i in range(program.shape[0]):
-        row = program[i]
-        if row[OP] == COPY_GM_TO_UB:
-            src = gms[row[GM_SLOT]]
-            burst = 32 * row[BLOCK_LEN]
-            for k in range(row[BLOCK_COUNT]):
-                start = row[SRC0] + 32 * k * (row[BLOCK_LEN] + row[SRC_GAP])
-                for offset in range(start, start + burst, 64):
-                    prefetch(src, offset)
+def fetch_ahead(ahead):
+    """Prefetch the next burst of ahead = (the GM arrays, lines as (slot, byte offset from the
+    slot's base), the slots' bases, [lines fetched so far, lines per burst])."""
+    gms, lines, bases, fetched = ahead
+    stop = min(fetched[0] + fetched[1], lines.shape[0])
+    for k in range(fetched[0], stop):
+        slot = lines[k, 0]
+        prefetch(gms[slot], bases[slot] + lines[k, 1])
+    fetched[0] = stop
 
 
 @njit
-def _step_gms(gm0, gm1, gm2, gm3, step):
-    return gm0[step[1]:], gm1[step[2]:], gm2[step[3]:], gm3[step[4]:]
+def _step_gms(gms, bases):
+    return gms[0][bases[0]:], gms[1][bases[1]:], gms[2][bases[2]:], gms[3][bases[3]:]
 
 
 @njit
-def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, schedule):
+def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, lines, line_starts, schedule):
     """Replay recorded steps: schedule[i] = (program, GM byte base of each of the four slots).
     Step programs hold GM offsets relative to their bases (lngb.multicore), and the caller has
-    checked every base plus the program's GM extent against the buffers' sizes."""
+    checked every base plus the program's GM extent against the buffers' sizes. Program p's
+    DataCopys read the GM lines lines[line_starts[p]:line_starts[p + 1]] = (slot, offset).
+
+    While a step runs, the lines the next step reads are prefetched a burst after each of its
+    instructions, spread evenly: issued all at once, most prefetches are dropped (the CPU has
+    only so many misses in flight) and the next step's DataCopys wait for RAM
+    (bench/operator_breakdown.py measures the difference)."""
+    gms = (gm0, gm1, gm2, gm3)
+    fetched = np.zeros(2, np.int64)
     n = schedule.shape[0]
     for i in range(n):
-        if i + 1 < n:
-            p = schedule[i + 1, 0]
-            _prefetch_inputs(_step_gms(gm0, gm1, gm2, gm3, schedule[i + 1]),
-                             rows[starts[p]:starts[p + 1]])
-        p = schedule[i, 0]
-        execute(ub, _step_gms(gm0, gm1, gm2, gm3, schedule[i]), rows[starts[p]:starts[p + 1]])
+        program = rows[starts[schedule[i, 0]]:starts[schedule[i, 0] + 1]]
+        j = min(i + 1, n - 1)
+        q = schedule[j, 0]
+        nxt = lines[line_starts[q]:line_starts[q + 1]] if i + 1 < n else lines[0:0]
+        instructions = 0
+        for r in range(program.shape[0]):
+            instructions += program[r, OP] < EVENT_BASE
+        fetched[0], fetched[1] = 0, -(-nxt.shape[0] // max(instructions, 1))
+        _execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, nxt, schedule[j, 1:], fetched))
