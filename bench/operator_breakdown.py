@@ -21,10 +21,10 @@ from lngb.vector_ops.program import COPY_GM_TO_UB, OP  # noqa: E402
 
 def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
     jobs = [(core, g, s[0]) for core, g, s in zip(run.cores, gms, plan.schedules)]
-    lines = plan.line_starts if prefetch else np.zeros_like(plan.line_starts)
+    point_starts = plan.point_starts if prefetch else np.zeros_like(plan.point_starts)
     start = time.perf_counter()
     multicore._in_parallel(jobs, THREADS, lambda job: run_schedule(
-        job[0].ub, *job[1], rows, starts, plan.lines, lines, job[2]))
+        job[0].ub, *job[1], rows, starts, plan.points, point_starts, job[2]))
     return time.perf_counter() - start
 
 

@@ -468,12 +468,23 @@ class _Planner:
                               for k, (address, size, dtype, position) in members.items()}
 
 
-def _lines_read(row):
-    """GM byte offsets 64 bytes apart covering what a GM -> UB DataCopy row reads, in order."""
-    burst, pitch = 32 * row[BLOCK_LEN], 32 * (row[BLOCK_LEN] + row[SRC_GAP])
-    for i in range(row[BLOCK_COUNT]):
-        start = row[SRC0] + i * pitch
-        yield from range(start - start % 64, start + burst, 64)
+def _gm_bursts(row):
+    """(is write, slot, [(start, end) byte range of each burst]) of a GM DataCopy row, else None."""
+    if row[OP] not in (COPY_GM_TO_UB, COPY_UB_TO_GM) or not row[BLOCK_COUNT]:
+        return None
+    write = row[OP] == COPY_UB_TO_GM
+    base, gap = (row[DST], row[DST_GAP]) if write else (row[SRC0], row[SRC_GAP])
+    step, length = 32 * (row[BLOCK_LEN] + gap), 32 * row[BLOCK_LEN]
+    return write, int(row[GM_SLOT]), [(int(base + i * step), int(base + i * step + length))
+                                      for i in range(row[BLOCK_COUNT])]
+
+
+def _prefetch_points(bursts):
+    """Offsets 64 bytes apart, plus each burst's last byte, so that every host cache line of the
+    bursts holds one point whatever the alignment of the GM base they are added to."""
+    for start, end in bursts:
+        yield from range(start, end - 1, 64)
+        yield end - 1
 
 
 class _Recorded:
@@ -483,7 +494,7 @@ class _Recorded:
         self.steps = {}
         self.programs = []    # row arrays
         self.extents = []     # per program: GM bytes used past each slot's base
-        self.lines = []       # per program: (slot, offset) of each GM line its DataCopys read
+        self.points = []      # per program: (slot, offset) points, one per GM line it reads
         self.warnings = []
 
     def record(self, core, kernel, fn, args, at):
@@ -493,21 +504,22 @@ class _Recorded:
         program = core.record(body, kernel.gms)
         self.warnings.extend(m for m in program.warnings if m not in self.warnings)
         rows = program.rows.copy()
-        extent, lines = [0] * GM_SLOTS, []
+        extent, points = [0] * GM_SLOTS, []
         for row in rows:
-            if row[OP] in (COPY_GM_TO_UB, COPY_UB_TO_GM) and row[BLOCK_COUNT]:
-                slot = row[GM_SLOT]
-                col, gap = (SRC0, SRC_GAP) if row[OP] == COPY_GM_TO_UB else (DST, DST_GAP)
-                row[col] -= at[slot]
-                if row[col] < 0:
-                    raise RuntimeError(f"{fn.__name__}: a GM access lies before the step's base")
-                span = 32 * ((row[BLOCK_COUNT] - 1) * (row[BLOCK_LEN] + row[gap]) + row[BLOCK_LEN])
-                extent[slot] = max(extent[slot], int(row[col]) + span)
-                if row[OP] == COPY_GM_TO_UB:
-                    lines.extend((slot, line) for line in _lines_read(row))
+            if _gm_bursts(row) is None:
+                continue
+            slot = row[GM_SLOT]
+            col = SRC0 if row[OP] == COPY_GM_TO_UB else DST
+            row[col] -= at[slot]
+            if row[col] < 0:
+                raise RuntimeError(f"{fn.__name__}: a GM access lies before the step's base")
+            write, slot, bursts = _gm_bursts(row)
+            extent[slot] = max(extent[slot], bursts[-1][1])
+            if not write:
+                points.extend((slot, point) for point in _prefetch_points(bursts))
         self.programs.append(rows)
         self.extents.append(tuple(extent))
-        self.lines.append(np.array(lines, dtype=np.int64).reshape(-1, 2))
+        self.points.append(np.array(points, dtype=np.int64).reshape(-1, 2))
         core._set_state(program.end_state)
         pipe = getattr(kernel, "pipe", None)
         end = (program.end_state, pipe.state() if pipe is not None else None,
@@ -528,8 +540,8 @@ class _Plan:
     tiling: OperatorTiling
     rows: np.ndarray      # every step program, concatenated
     starts: np.ndarray    # program p is rows[starts[p]:starts[p + 1]]
-    lines: np.ndarray     # the GM lines each program reads, concatenated: (slot, offset)
-    line_starts: np.ndarray
+    points: np.ndarray    # each program's prefetch points (_prefetch_points), concatenated
+    point_starts: np.ndarray
     programs: list
     schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
     end_states: list      # per core: the core's state after the kernel
@@ -565,11 +577,11 @@ def _plan(tiling, cores, gms):
         kernels.append(kernel)
     _run_phases(kernels)
     starts = np.cumsum([0] + [len(p) for p in recorded.programs]).astype(np.int64)
-    line_starts = np.cumsum([0] + [len(x) for x in recorded.lines]).astype(np.int64)
+    point_starts = np.cumsum([0] + [len(x) for x in recorded.points]).astype(np.int64)
     schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
                  for p in planners]
     plan = _Plan(tiling, np.concatenate(recorded.programs), starts,
-                 np.concatenate(recorded.lines), line_starts, recorded.programs, schedules,
+                 np.concatenate(recorded.points), point_starts, recorded.programs, schedules,
                  [core._state() for core in cores], tuple(recorded.warnings))
     _PLANS[key] = plan
     if len(_PLANS) > PLAN_CACHE_SIZE:
@@ -582,7 +594,7 @@ def _replay(plan, cores, gms, threads):
         jobs = [(core, g, s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
                 if len(s[phase])]
         _in_parallel(jobs, threads, lambda job: run_schedule(
-            job[0].ub, *job[1], plan.rows, plan.starts, plan.lines, plan.line_starts, job[2]))
+            job[0].ub, *job[1], plan.rows, plan.starts, plan.points, plan.point_starts, job[2]))
     lengths = np.diff(plan.starts)
     for core, state, s in zip(cores, plan.end_states, plan.schedules):
         core._set_state(state)
@@ -624,14 +636,9 @@ SLOT_NAMES = ("inputDy", "resForGamma", "workspace", "pdGamma/pdBeta")
 def _gm_accesses(records):
     """(is write, slot, [(start, end) bursts], record) of each GM DataCopy."""
     for record in records:
-        row = record.row
-        if row[OP] not in (COPY_GM_TO_UB, COPY_UB_TO_GM) or not row[BLOCK_COUNT]:
-            continue
-        write = row[OP] == COPY_UB_TO_GM
-        base, gap = (row[DST], row[DST_GAP]) if write else (row[SRC0], row[SRC_GAP])
-        step, length = 32 * (row[BLOCK_LEN] + gap), 32 * row[BLOCK_LEN]
-        bursts = [(base + i * step, base + i * step + length) for i in range(row[BLOCK_COUNT])]
-        yield write, int(row[GM_SLOT]), bursts, record
+        bursts = _gm_bursts(record.row)
+        if bursts is not None:
+            yield (*bursts, record)
 
 
 def check_gm(cores, gms):

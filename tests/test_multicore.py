@@ -16,8 +16,9 @@ from lngb import (CapacityError, HazardError, InvalidArgumentError, Uninitialize
                   multicore)
 from lngb.pipe import TBuf, TPipe, TQue
 from lngb.vector_ops import HardEvent
+from lngb.vector_ops import kernels
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY_GM_TO_UB, COPY_UB_TO_GM, DST,
-                                     GM_SLOT, OP, SRC0, SRC1, SRC_GAP)
+                                     EVENT_BASE, GM_SLOT, OP, SRC0, SRC1, SRC_GAP)
 
 import naive
 from conftest import rejected, seed_of
@@ -681,9 +682,9 @@ def test_rows_too_long_for_datacopy_strides_are_a_capacity_error():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("h", [4096, 1008])
-def test_prefetch_lines_cover_exactly_what_each_step_copies_in(dtype, h):
-    """The lines run_schedule prefetches for a step: every GM byte its GM -> UB DataCopys read
-    lies in one of them, and each of them holds such a byte."""
+def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, h):
+    """Whatever the alignment of the GM base, the 64-byte host cache lines a step's prefetch
+    points fall in are exactly those its GM -> UB DataCopys read."""
     dy, rfg = inputs((1, 12, h), dtype, seed_of("lines", h))
     multicore._PLANS.clear()
     plan = lngb.emulate_operator(dy, rfg, block_dim=2)._plan
@@ -693,7 +694,41 @@ def test_prefetch_lines_cover_exactly_what_each_step_copies_in(dtype, h):
             for i in range(row[BLOCK_COUNT]):
                 start = row[SRC0] + 32 * i * (row[BLOCK_LEN] + row[SRC_GAP])
                 read |= {(row[GM_SLOT], x) for x in range(start, start + 32 * row[BLOCK_LEN])}
-        lines = plan.lines[plan.line_starts[p]:plan.line_starts[p + 1]]
-        covered = {(slot, x) for slot, off in lines for x in range(off, off + 64)}
-        assert read <= covered
-        assert all(any((slot, x) in read for x in range(off, off + 64)) for slot, off in lines)
+        points = plan.points[plan.point_starts[p]:plan.point_starts[p + 1]]
+        for base in (0, 16, 32, 48):
+            assert ({(slot, (base + x) // 64) for slot, x in read}
+                    == {(slot, (base + x) // 64) for slot, x in points})
+
+
+def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(monkeypatch):
+    """During step i, run_schedule prefetches step i + 1's points at step i + 1's bases (nothing
+    during a core's last step), at most ceil(points / instructions) after each instruction."""
+    dy, rfg = inputs((1, 24, 4096), np.float32, seed_of("prefetch order"))
+    run = multicore.prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
+    plan = multicore._plan(run.tiling, run.cores, run.gms)
+    python = {name: getattr(getattr(kernels, name), "py_func", getattr(kernels, name))
+              for name in ("run_schedule", "_execute", "_fetch_ahead")}
+    calls, steps, bursts = [], [], []
+    monkeypatch.setattr(kernels, "prefetch", lambda array, offset: calls.append(
+        array.ctypes.data + offset))
+    monkeypatch.setattr(kernels, "_execute", lambda *args: (
+        steps.append((len(calls), len(bursts))), python["_execute"](*args)))
+    monkeypatch.setattr(kernels, "_fetch_ahead", lambda ahead: (
+        python["_fetch_ahead"](ahead), bursts.append(len(calls))))
+    for core, gms, schedules in zip(run.cores, run.gms, plan.schedules):
+        for schedule in schedules:
+            del calls[:], steps[:], bursts[:]
+            python["run_schedule"](core.ub, *gms, plan.rows, plan.starts, plan.points,
+                                   plan.point_starts, schedule)
+            steps.append((len(calls), len(bursts)))
+            for i, (p, *_) in enumerate(schedule):
+                want = []
+                if i + 1 < len(schedule):
+                    q, bases = schedule[i + 1, 0], schedule[i + 1, 1:]
+                    want = [gms[slot].ctypes.data + bases[slot] + offset for slot, offset in
+                            plan.points[plan.point_starts[q]:plan.point_starts[q + 1]]]
+                assert calls[steps[i][0]:steps[i + 1][0]] == want
+                program = plan.programs[p]
+                most = -(-len(want) // max(np.count_nonzero(program[:, OP] < EVENT_BASE), 1))
+                ends = [steps[i][0]] + bursts[steps[i][1]:steps[i + 1][1]]
+                assert max(np.diff(ends), default=0) <= most

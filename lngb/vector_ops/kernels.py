@@ -1,4 +1,5 @@
-"""The jitted semantics of every instruction, and `execute`, the one loop that runs them.
+"""The jitted semantics of every instruction, and `execute`, which runs a program of them (its
+loop, `_execute`, also runs the steps `run_schedule` replays for the multi-core operator).
 
 A kernel gets the UB bytes (and GM bytes for DataCopy) and one resolved instruction row; it never
 sees the core object. Element-wise instructions share one walk: an instruction is one line of
@@ -246,8 +247,8 @@ def copy(ub, gm, row):
 def execute(ub, gms, program):
     """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays),
     prefetching nothing."""
-    no_lines, no_step = np.zeros((0, 2), np.int64), np.zeros((1, 1 + GM_SLOTS), np.int64)
-    _execute(ub, gms, program, (gms, no_lines[0:0], no_step[0, 1:], np.zeros(2, np.int64)))
+    nothing = (gms, np.zeros((0, 2), np.int64), np.zeros(GM_SLOTS, np.int64), np.zeros(2, np.int64))
+    _execute(ub, gms, program, nothing)
 
 
 @njit
@@ -265,19 +266,19 @@ def _execute(ub, gms, program, ahead):
             copy(ub, gms[row[GM_SLOT]], row)
         else:
             continue
-        fetch_ahead(ahead)
+        _fetch_ahead(ahead)
 
 
 @njit
-def fetch_ahead(ahead):
-    """Prefetch the next burst of ahead = (the GM arrays, lines as (slot, byte offset from the
-    slot's base), the slots' bases, [lines fetched so far, lines per burst])."""
-    gms, lines, bases, fetched = ahead
-    stop = min(fetched[0] + fetched[1], lines.shape[0])
-    for k in range(fetched[0], stop):
-        slot = lines[k, 0]
-        prefetch(gms[slot], bases[slot] + lines[k, 1])
-    fetched[0] = stop
+def _fetch_ahead(ahead):
+    """Prefetch the next burst of ahead = (the GM arrays, (slot, byte offset from the slot's
+    base) points, the slots' bases, cursor = [next point, points per burst])."""
+    gms, points, bases, cursor = ahead
+    stop = min(cursor[0] + cursor[1], points.shape[0])
+    for k in range(cursor[0], stop):
+        slot = points[k, 0]
+        prefetch(gms[slot], bases[slot] + points[k, 1])
+    cursor[0] = stop
 
 
 @njit
@@ -286,26 +287,27 @@ def _step_gms(gms, bases):
 
 
 @njit
-def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, lines, line_starts, schedule):
+def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, schedule):
     """Replay recorded steps: schedule[i] = (program, GM byte base of each of the four slots).
     Step programs hold GM offsets relative to their bases (lngb.multicore), and the caller has
-    checked every base plus the program's GM extent against the buffers' sizes. Program p's
-    DataCopys read the GM lines lines[line_starts[p]:line_starts[p + 1]] = (slot, offset).
+    checked every base plus the program's GM extent against the buffers' sizes.
 
-    While a step runs, the lines the next step reads are prefetched a burst after each of its
-    instructions, spread evenly: issued all at once, most prefetches are dropped (the CPU has
-    only so many misses in flight) and the next step's DataCopys wait for RAM
+    While a step runs, the GM lines the next one's DataCopys read (program p's prefetch points
+    are points[point_starts[p]:point_starts[p + 1]] = (slot, offset)) are prefetched in a burst
+    after each instruction, spread evenly: issued all at once, most prefetches are dropped (the
+    CPU has only so many misses in flight) and the next step's DataCopys wait for RAM
     (bench/operator_breakdown.py measures the difference)."""
     gms = (gm0, gm1, gm2, gm3)
-    fetched = np.zeros(2, np.int64)
+    cursor = np.zeros(2, np.int64)
     n = schedule.shape[0]
     for i in range(n):
-        program = rows[starts[schedule[i, 0]]:starts[schedule[i, 0] + 1]]
+        p = schedule[i, 0]
+        program = rows[starts[p]:starts[p + 1]]
         j = min(i + 1, n - 1)
         q = schedule[j, 0]
-        nxt = lines[line_starts[q]:line_starts[q + 1]] if i + 1 < n else lines[0:0]
+        ahead = points[point_starts[q]:point_starts[q + 1]] if i + 1 < n else points[0:0]
         instructions = 0
         for r in range(program.shape[0]):
             instructions += program[r, OP] < EVENT_BASE
-        fetched[0], fetched[1] = 0, -(-nxt.shape[0] // max(instructions, 1))
-        _execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, nxt, schedule[j, 1:], fetched))
+        cursor[0], cursor[1] = 0, -(-ahead.shape[0] // max(instructions, 1))
+        _execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, ahead, schedule[j, 1:], cursor))
