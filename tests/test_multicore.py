@@ -707,12 +707,12 @@ def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(mon
     run = multicore.prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
     plan = multicore._plan(run.tiling, run.cores, run.gms)
     python = {name: getattr(getattr(kernels, name), "py_func", getattr(kernels, name))
-              for name in ("run_schedule", "_execute", "_fetch_ahead")}
+              for name in ("run_schedule", "execute", "_fetch_ahead")}
     calls, steps, bursts = [], [], []
     monkeypatch.setattr(kernels, "prefetch", lambda array, offset: calls.append(
         array.ctypes.data + offset))
-    monkeypatch.setattr(kernels, "_execute", lambda *args: (
-        steps.append((len(calls), len(bursts))), python["_execute"](*args)))
+    monkeypatch.setattr(kernels, "execute", lambda *args: (
+        steps.append((len(calls), len(bursts))), python["execute"](*args)))
     monkeypatch.setattr(kernels, "_fetch_ahead", lambda ahead: (
         python["_fetch_ahead"](ahead), bursts.append(len(calls))))
     for core, gms, schedules in zip(run.cores, run.gms, plan.schedules):

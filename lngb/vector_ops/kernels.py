@@ -1,5 +1,4 @@
-"""The jitted semantics of every instruction, and `execute`, which runs a program of them (its
-loop, `_execute`, also runs the steps `run_schedule` replays for the multi-core operator).
+"""The jitted semantics of every instruction, and `execute`, the one loop that runs them.
 
 A kernel gets the UB bytes (and GM bytes for DataCopy) and one resolved instruction row; it never
 sees the core object. Element-wise instructions share one walk: an instruction is one line of
@@ -12,7 +11,7 @@ from .half import (HALF_TO_FLOAT_TABLE, float_to_half, half_to_float, narrow_arr
                    widen_array)
 from .program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST, COPY_GM_TO_UB,
                       COPY_UB_TO_GM, DST, DST_BLK, DST_GAP, DST_REP, DT_DST, DT_SRC, DUPLICATE,
-                      EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, GM_SLOTS, MUL, MULS, OP, ROUND,
+                      EVENT_BASE, F32, FAMILY, FAMILY_ZERO, GM_SLOT, MUL, MULS, OP, ROUND,
                       SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP,
                       SUB)
 from .types import RoundMode
@@ -244,15 +243,9 @@ def copy(ub, gm, row):
 
 
 @njit
-def execute(ub, gms, program):
-    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays),
-    prefetching nothing."""
-    nothing = (gms, np.zeros((0, 2), np.int64), np.zeros(GM_SLOTS, np.int64), np.zeros(2, np.int64))
-    _execute(ub, gms, program, nothing)
-
-
-@njit
-def _execute(ub, gms, program, ahead):
+def execute(ub, gms, program, ahead=None):
+    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays); with
+    `ahead` (run_schedule), prefetch the next step's GM lines on the way."""
     f32 = ub.view(np.float32)
     u16 = ub.view(np.uint16)
     for i in range(program.shape[0]):
@@ -265,8 +258,9 @@ def _execute(ub, gms, program, ahead):
         elif op < EVENT_BASE:
             copy(ub, gms[row[GM_SLOT]], row)
         else:
-            continue
-        _fetch_ahead(ahead)
+            continue  # events do no work to hide a prefetch burst behind
+        if ahead is not None:
+            _fetch_ahead(ahead)
 
 
 @njit
@@ -310,4 +304,4 @@ def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, sch
         for r in range(program.shape[0]):
             instructions += program[r, OP] < EVENT_BASE
         cursor[0], cursor[1] = 0, -(-ahead.shape[0] // max(instructions, 1))
-        _execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, ahead, schedule[j, 1:], cursor))
+        execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, ahead, schedule[j, 1:], cursor))
