@@ -299,9 +299,10 @@ def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, sch
         program = rows[starts[p]:starts[p + 1]]
         j = min(i + 1, n - 1)
         q = schedule[j, 0]
-        ahead = points[point_starts[q]:point_starts[q + 1]] if i + 1 < n else points[0:0]
+        upcoming = points[point_starts[q]:point_starts[q + 1]] if i + 1 < n else points[0:0]
         instructions = 0
         for r in range(program.shape[0]):
             instructions += program[r, OP] < EVENT_BASE
-        cursor[0], cursor[1] = 0, -(-ahead.shape[0] // max(instructions, 1))
-        execute(ub, _step_gms(gms, schedule[i, 1:]), program, (gms, ahead, schedule[j, 1:], cursor))
+        cursor[0], cursor[1] = 0, -(-upcoming.shape[0] // max(instructions, 1))
+        execute(ub, _step_gms(gms, schedule[i, 1:]), program,
+                (gms, upcoming, schedule[j, 1:], cursor))
