@@ -1,15 +1,27 @@
 """lngb: a bit-exact CPU emulator of the Ascend AI Core vector unit running LayerNormGradBeta."""
+import sys
+
 from .errors import (LngbError, AlignmentError, OutOfBoundsError, CapacityError, TilingError,
                      UnsupportedProductError, InvalidArgumentError, UninitializedReadError,
                      HazardError, LngbWarning)
 from .core import AICore
+from . import observers
 from .tensor import GlobalTensor, LocalTensor
 from .products import PRODUCTS
-from .tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
-                     GetLayerNormGradBetaNDTilingInfo)
+from .kernels.tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
+                             GetLayerNormGradBetaNDTilingInfo)
 from . import vector_ops
-from .operator import LayerNormGradBeta
-from .host import EmulationResult, emulate
-from .multicore import OperatorResult, emulate_operator, operator_tiling
-from .cost import CostModel
+from .kernels.layer_norm_grad_beta import LayerNormGradBeta
+from .kernels.operator_tiling import OperatorTiling, operator_tiling
+from .host import EmulationResult, OperatorResult, emulate, emulate_operator
+from .observers.cost import CostModel
+from .runtime.cache import cache_info, clear_caches, set_cache_limit
 from .sweeps import sweep
+from .observers import cost, debug, sanitizer, trace
+from .kernels import layer_norm_grad_beta as operator, multicore, pipe, tiling
+
+# The modules' earlier names (lngb.trace, lngb.cost, lngb.debug, ...) keep working.
+for _name, _module in (("trace", trace), ("cost", cost), ("debug", debug),
+                       ("sanitizer", sanitizer), ("tiling", tiling), ("pipe", pipe),
+                       ("operator", operator), ("multicore", multicore)):
+    sys.modules[f"{__name__}.{_name}"] = _module

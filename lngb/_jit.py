@@ -38,3 +38,9 @@ else:
             builder.call(function, [pointer, i32(0), i32(2), i32(1)])
             return context.get_dummy_value()
         return types.void(array, types.intp), codegen
+
+
+def njit_closure(func):
+    """njit for the closures the kernel factories build (Numba cannot cache a closure itself;
+    the generated module's top-level functions that call it are cached)."""
+    return njit(func, cache=False)

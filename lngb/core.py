@@ -1,55 +1,63 @@
-"""The emulated AI Core: UB bytes, mask register, event flags, allocator, instruction hook point."""
-import warnings
-from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+"""The emulated AI Core: UB bytes, mask register, event flags, an allocator, and the retire point.
+
+Every instruction and event reaches the core as a validated row (`issue`). Recording, the row is
+only collected; otherwise it retires in `_retire`: observers check it, it executes, the core's
+state advances (sequence number, mask register, flags: the only place that writes them), and
+observers and hooks see it. Replays of recorded programs and reissued rows retire in bulk
+(`replay`, `reissue`), which only cores whose observers all accept whole programs do; a core with
+a plain hook runs live. The core knows nothing of its observers but this protocol:
+
+    check(record)             before the record's effects; may raise to reject it
+    retire(record)            after it
+    host_write(address, n)    the host wrote UB bytes (not an instruction)
+    replays = True            also check_program(program) / retire_program(program)
+
+Observers per mode are registered in MODE_OBSERVERS by lngb.observers.
+"""
+import contextlib
+import threading
 
 import numpy as np
 
-from .errors import CapacityError, HazardError, InvalidArgumentError
+from .errors import CapacityError, InvalidArgumentError, warn
 from .products import get_product
+from .record import TraceRecord, call_site, describe_operands
+from .runtime import recording
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
-from .vector_ops.kernels import execute
-from .vector_ops.program import (EVENT_BASE, GM_SLOT, GM_SLOTS, N_COLS, OP, SCALAR_ACCESS,
-                                 SET_FLAG, WAIT_FLAG, event_row)
-from .sanitizer import Sanitizer
-from .trace import TraceRecord, call_site, describe_operands
-from .vector_ops.types import MaskMode, Pipe
+from .vector_ops.events import issue_event
+from .vector_ops.program import (DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, REG_HIGH, REG_LOW,
+                                 REG_MODE, SRC0, SRC1, as_uint64)
+from .vector_ops.table import TABLE
+from .vector_ops.types import HardEvent, MaskMode, Pipe
 
 MODES = ("fast", "observed", "checked")
+MODE_OBSERVERS = {mode: () for mode in MODES}   # mode -> factories core -> observer
 FULL_MASK = (1 << 64) - 1
 NO_GM = np.zeros(0, dtype=np.uint8)
 NO_GMS = (NO_GM,) * GM_SLOTS
 # The Ascend 950's vector registers (register-based kernels), placed after the UB bytes so the
 # same kernels can address them; the allocator never hands them out.
 VREG_COUNT, VREG_BYTES = 8, 256
+SET_FLAG, WAIT_FLAG = TABLE["SetFlag"].opcode, TABLE["WaitFlag"].opcode
+FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
+ALLOWED_DTYPES = tuple(np.dtype(d) for d in (np.float16, np.float32, np.uint8, np.int8,
+                                             np.uint16, np.int16, np.uint32, np.int32))
 
 
-@dataclass
-class Program:
-    """A recorded instruction stream (events included), the core state it leaves behind, the
-    GM buffer sizes it was recorded with and the warnings its body raised."""
-    rows: np.ndarray
-    end_state: dict
-    gm_sizes: tuple
-    warnings: tuple
-    records: list  # a TraceRecord per row, for stepping through the program
-    checked: Any = None  # the sanitizer state after checking it from a pristine core
+class Hook:
+    """A function called with each retired record (`AICore.register_hook`)."""
 
+    replays = False  # it must see every instruction: the core runs live while it is attached
 
-PROGRAM_CACHE_SIZE = 512
-_PROGRAMS = OrderedDict()
-_LIVE_KEYS = set()  # kernels that use scalar accesses: they always run live
+    def __init__(self, core, fn):
+        self.core, self.fn = core, fn
 
+    def retire(self, record):
+        self.fn(record)
 
-class _ScalarAccess(Exception):
-    """GetValue/SetValue during a dry run: the body depends on UB data, so it runs live."""
-
-
-def _remember(key, program):
-    _PROGRAMS[key] = program
-    if len(_PROGRAMS) > PROGRAM_CACHE_SIZE:
-        _PROGRAMS.popitem(last=False)
+    def remove(self):
+        """Detach the hook (again is a no-op)."""
+        self.core.detach(self)
 
 
 class AICore:
@@ -78,35 +86,54 @@ class AICore:
         self.ub_size = self.product.ub_size
         # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
         self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub
-        self.reserved_bytes = (self.product.reserved_bytes if reserved_bytes is None
-                               else int(reserved_bytes))
-        if not 0 <= self.reserved_bytes < self.ub_size:
-            raise InvalidArgumentError(f"AICore: reserved_bytes must be in [0, {self.ub_size})")
+        if reserved_bytes is None:
+            reserved_bytes = self.product.reserved_bytes
+        if (isinstance(reserved_bytes, bool) or not isinstance(reserved_bytes, (int, np.integer))
+                or not 0 <= reserved_bytes < self.ub_size):
+            raise InvalidArgumentError(f"AICore: reserved_bytes must be an integer in "
+                                       f"[0, {self.ub_size}), got {reserved_bytes!r}")
+        self.reserved_bytes = int(reserved_bytes)
         self.allocated = 0
         self.mask_mode = MaskMode.NORMAL
         self.mask_high = self.mask_low = FULL_MASK
         self.flags = {}
         self.seq = 0
         self.trace = []
-        self._recording = None
-        self._recording_gms = NO_GMS
-        self.sanitizer = (Sanitizer(self.ub.size, self.product.kernel_path == "regbase")
-                          if mode == "checked" else None)
-        self.last_program = None  # the program the last replaying run_recorded executed
-        self._call_memo = {}      # validated count-form calls (vector_ops.memo)
-        self.gm_slots = ()        # live runs of multi-core kernels: the GM buffers by slot
-        self._last_row = None
+        self.recorder = None       # the dry run in progress (runtime.recording)
+        self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
+        self.last_program = None   # the program the last replay executed
+        self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
+        self._owner = threading.RLock()
+        self._observers = []
+        self._checks, self._retires = [], []
+        for factory in MODE_OBSERVERS[mode]:
+            self.attach(factory(self))
 
     def __repr__(self):
         return (f"AICore({self.product.name!r}, mode={self.mode!r}, ub_size={self.ub_size}, "
                 f"allocated={self.allocated})")
 
+    # --- one thread at a time ---------------------------------------------------------------
+    def acquire(self):
+        """Enter the core from this thread; InvalidArgumentError if another thread is inside an
+        instruction, a kernel or a `with core:` block of it."""
+        if not self._owner.acquire(blocking=False):
+            raise InvalidArgumentError(
+                f"{self!r} is in use by another thread (inside an instruction, a kernel or a "
+                "`with core:` block): a core runs one thread's work at a time; give each thread "
+                "its own AICore")
+
+    def release(self):
+        self._owner.release()
+
     def __enter__(self):
+        self.acquire()
         push_core(self)
         return self
 
     def __exit__(self, *exc):
         pop_core()
+        self.release()
 
     # --- allocation -----------------------------------------------------------------------
     @property
@@ -120,13 +147,19 @@ class AICore:
 
     def alloc(self, shape, dtype, position="VECCALC"):
         """A new LocalTensor, 32-byte aligned; CapacityError when the UB is full."""
-        shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        dtype = np.dtype(dtype)
+        shape = _shape("alloc", shape)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise InvalidArgumentError(f"alloc: {dtype!r} is not a dtype") from None
+        if dtype not in ALLOWED_DTYPES:
+            raise InvalidArgumentError(
+                f"alloc: the vector unit has no instructions for {dtype.name}; allocate one of "
+                f"{', '.join(d.name for d in ALLOWED_DTYPES)}")
         if position not in UB_POSITIONS:
-            raise InvalidArgumentError(f"alloc: position must be one of {UB_POSITIONS}")
-        size = int(np.prod(shape))
-        if size <= 0:
-            raise InvalidArgumentError(f"alloc: shape {shape} has no elements")
+            raise InvalidArgumentError(f"alloc: position must be one of {UB_POSITIONS}, got "
+                                       f"{position!r}")
+        size = int(np.prod(shape, dtype=object))
         nbytes = -(-size * dtype.itemsize // 32) * 32
         if nbytes > self.free_bytes:
             raise CapacityError(
@@ -147,172 +180,217 @@ class AICore:
 
     def vreg(self, index, dtype):
         """Vector register `index` as a 256-byte tensor (used by the Ascend 950 kernel path)."""
-        if not 0 <= index < VREG_COUNT:
-            raise InvalidArgumentError(f"vreg: index {index} outside 0 ~ {VREG_COUNT - 1}")
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (
+                0 <= index < VREG_COUNT):
+            raise InvalidArgumentError(f"vreg: index {index!r} outside 0 ~ {VREG_COUNT - 1}")
         dtype = np.dtype(dtype)
-        return LocalTensor(self, self.ub_size + VREG_BYTES * index, VREG_BYTES // dtype.itemsize,
-                           dtype, None, "VREG")
+        return LocalTensor(self, self.ub_size + VREG_BYTES * int(index),
+                           VREG_BYTES // dtype.itemsize, dtype, None, "VREG")
 
-    # --- the hook point: every instruction and event comes through here ----------------------
-    def issue(self, api, pipe, row, operands=(), gm=None):
-        """Execute one validated instruction or event row (while recording, only append it).
+    # --- observers and hooks --------------------------------------------------------------
+    def register_hook(self, fn):
+        """Call fn(record) after each instruction or event retires, with the record
+        `core.trace` holds; returns a handle (`handle.remove()`). While a hook is registered
+        the core runs every kernel live, fast mode included. An exception raised by fn stops
+        the kernel and reaches the caller; the instruction it saw has retired."""
+        if not callable(fn):
+            raise InvalidArgumentError(f"register_hook: {fn!r} is not callable")
+        return self.attach(Hook(self, fn))
 
-        `operands` describe the call for the trace; `gm` is a DataCopy's GM byte array."""
-        self._last_row = row
-        if self._recording is not None:
+    def attach(self, observer):
+        self._observers.append(observer)
+        self._sort_observers()
+        return observer
+
+    def detach(self, observer):
+        if observer in self._observers:
+            self._observers.remove(observer)
+            self._sort_observers()
+
+    def _sort_observers(self):
+        self._checks = [o.check for o in self._observers if hasattr(o, "check")]
+        self._retires = [o.retire for o in self._observers if hasattr(o, "retire")]
+
+    @property
+    def replays(self):
+        """Whether every observer takes recorded programs whole (else kernels run live)."""
+        return all(o.replays for o in self._observers)
+
+    @property
+    def has_observers(self):
+        return bool(self._observers)
+
+    def observer(self, role):
+        """The attached observer with this `role` attribute (e.g. "sanitizer"), or None."""
+        return next((o for o in self._observers if getattr(o, "role", None) == role), None)
+
+    @property
+    def sanitizer(self):
+        return self.observer("sanitizer")
+
+    # --- the retire point -----------------------------------------------------------------
+    def issue(self, row, operands=(), gm=None):
+        """A validated instruction or event row from the instruction layer (`operands`: what
+        the trace shows; `gm`: a DataCopy's GlobalTensor). Recording, it is collected;
+        otherwise it retires now."""
+        self.acquire()
+        try:
+            self.last_issued = row
+            data = None
             if gm is not None:
-                row[GM_SLOT] = self._gm_slot(gm)
-            self._recording.append(row)
-            self._recorded.append(self._trace_record(len(self._recording), api, pipe, row,
-                                                     operands))
-            return
-        if gm is not None and self.gm_slots:  # name the slot in the row, for checks across cores
-            row[GM_SLOT] = next((k for k, g in enumerate(self.gm_slots) if g is gm), 0)
-        record = None
-        if self.mode != "fast":
-            record = self._trace_record(self.seq + 1, api, pipe, row, operands)
-            if self.sanitizer is not None:
-                self.sanitizer.check(record, self.seq + 1)
-        self.seq += 1
-        if row[OP] < EVENT_BASE:
-            gms = NO_GMS
-            if gm is not None:
-                if not gm.flags.writeable:
-                    gm = gm.copy()  # a read-only source: numba wants one array type for all GM
-                gms = tuple(gm if k == row[GM_SLOT] else NO_GM for k in range(GM_SLOTS))
-            execute(self.ub, gms, row.reshape(1, -1))
-        if record is not None:
-            self.trace.append(record)
-
-    def _trace_record(self, seq, api, pipe, row, operands):
-        return TraceRecord(seq, Pipe(pipe).name, api, row.copy(), describe_operands(operands),
-                           call_site(), (int(self.mask_mode), self.mask_high, self.mask_low))
-
-    def set_flag(self, event, event_id):
-        self.flags[event, event_id] = self.flags.get((event, event_id), 0) + 1
-        self.issue("SetFlag", event.src, event_row(SET_FLAG, event.src, event.dst, event_id))
-
-    def wait_flag(self, event, event_id):
-        if not self.flags.get((event, event_id)):
-            error = HazardError if self.sanitizer is not None else InvalidArgumentError
-            raise error(f"#{self.seq + 1} WaitFlag({event.name}, {event_id}) ({call_site()}) has "
-                        "no matching SetFlag: the device would wait forever")
-        self.flags[event, event_id] -= 1
-        self.issue("WaitFlag", event.dst, event_row(WAIT_FLAG, event.src, event.dst, event_id))
-
-    def _scalar_access(self, api, tensor, index):
-        if self._recording is not None:
-            raise _ScalarAccess(api)
-        if self.sanitizer is not None and api == "GetValue":
-            self.sanitizer.check_scalar_read(tensor.address + index * tensor.dtype.itemsize,
-                                             tensor.dtype.itemsize, self.seq + 1, call_site())
-        self.issue(api, Pipe.PIPE_S, event_row(SCALAR_ACCESS,
-                                               tensor.address + index * tensor.dtype.itemsize))
-
-    def _host_write(self, tensor, nbytes):
-        """Host writes are not instructions, but they initialise UB bytes."""
-        if self.sanitizer is not None:
-            self.sanitizer.host_write(tensor.address, nbytes)
-
-    # --- validate a whole kernel body, then run it; in fast mode, replay it -------------------
-    def _state(self):
-        return dict(mask_mode=self.mask_mode, mask_high=self.mask_high, mask_low=self.mask_low,
-                    allocated=self.allocated, flags=dict(self.flags))
-
-    def _set_state(self, state):
-        self.mask_mode, self.mask_high, self.mask_low = (state["mask_mode"], state["mask_high"],
-                                                         state["mask_low"])
-        self.allocated, self.flags = state["allocated"], dict(state["flags"])
-
-    def run_recorded(self, key, body, gms=()):
-        """Run a data-independent kernel `body()` all or nothing: every instruction is validated
-        (a dry run that records the rows) before the first one executes, so a rejected body
-        changes neither the UB nor the core's state.
-
-        In fast mode the recorded program is kept under `key` and later calls replay it with one
-        jitted call. `key` must determine the instruction stream; the product, saturation mode,
-        allocator, mask register and event flags are added here. `gms` lists the GM byte arrays
-        the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
-        sizes in the same order. Warnings the body raised are raised again on every call.
-        """
-        full_key = (key, self.product.name, self.sat_mode, self.reserved_bytes, self.mask_mode,
-                    self.mask_high, self.mask_low, self.allocated,
-                    tuple(sorted(self.flags.items(), key=repr)) if self.flags else ())
-        if (self._recording is not None or self.mode == "observed" or full_key in _LIVE_KEYS
-                or (self.sanitizer is not None and not self.sanitizer.pristine)):
-            body()  # part of an enclosing recording, or live: one instruction at a time
-            return
-        gms = tuple(gms) + NO_GMS[len(gms):]
-        program = _PROGRAMS.get(full_key)
-        if program is not None:
-            _PROGRAMS.move_to_end(full_key)
-        else:
-            try:
-                program = self.record(body, gms)
-            except _ScalarAccess:  # the body reads or writes the UB from the scalar unit
-                _LIVE_KEYS.add(full_key)
-                body()
+                data = gm.gm
+                row[GM_SLOT] = self._gm_slot(data)
+            record = None
+            if self.recorder is not None or self._observers:
+                record = TraceRecord(self.seq + 1, row, describe_operands(operands),
+                                     call_site(3))
+            if self.recorder is not None:
+                self.recorder.add(row, record)
+                self._advance(row)
                 return
-            _remember(full_key, program)
-        for message in program.warnings:
-            warnings.warn(message, stacklevel=3)
-        if tuple([g.size for g in gms]) != program.gm_sizes:
-            raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
-                                       f"bytes, the program was recorded with {program.gm_sizes}")
-        if self.sanitizer is not None:
-            self._check_program(program)
-            left = {k: n - self.flags.get(k, 0) for k, n in program.end_state["flags"].items()}
-            self.sanitizer.finish({k: n for k, n in left.items() if n > 0})
-        execute(self.ub, gms, program.rows)
-        self.seq += len(program.rows)
-        self.last_program = program
-        self._set_state(program.end_state)
+            self._retire(row, record, data)
+        finally:
+            self.release()
 
-    def _check_program(self, program):
-        """Sanitize a program on a pristine core; the outcome is reused by later pristine runs."""
-        if program.checked is None:
-            start = self.sanitizer.snapshot()
-            try:
-                for record in program.records:
-                    self.sanitizer.check(record, record.seq)
-            except Exception:
-                self.sanitizer.restore(start)
-                raise
-            program.checked = self.sanitizer.snapshot()
-        else:
-            self.sanitizer.restore(program.checked)
-        self.trace.extend(program.records)
+    def retire(self, record):
+        """Retire a record validated earlier (a recorded program stepped one by one)."""
+        self.acquire()
+        try:
+            self._retire(record.row, record, None)
+        finally:
+            self.release()
 
-    def _gm_slot(self, gm):
-        for slot, candidate in enumerate(self._recording_gms):
-            if candidate is gm:
+    def _retire(self, row, record, gm):
+        for check in self._checks:
+            check(record)
+        if row[KIND] != EVENT:
+            gms = self.gms
+            if gm is not None and gms[row[GM_SLOT]] is not gm:
+                gms = gms[:row[GM_SLOT]] + (gm,) + gms[row[GM_SLOT] + 1:]
+            TABLE.kernels.execute(self.ub, gms, row.reshape(1, -1))
+        self._advance(row)
+        for retire in self._retires:
+            retire(record)
+
+    def _advance(self, row):
+        """The state a retired row leaves: the only writer of seq, mask register and flags."""
+        self.seq += 1
+        self.mask_mode = MaskMode(int(row[REG_MODE]))
+        self.mask_high, self.mask_low = as_uint64(row[REG_HIGH]), as_uint64(row[REG_LOW])
+        delta = FLAG_DELTA.get(int(row[OP]))
+        if delta is not None:
+            key = (HardEvent((Pipe(int(row[DST])), Pipe(int(row[SRC0])))), int(row[SRC1]))
+            self.flags[key] = self.flags.get(key, 0) + delta
+
+    def replay(self, program, gms):
+        """Retire a recorded program in one jitted call (its observers take it whole)."""
+        self.acquire()
+        try:
+            for observer in self._observers:
+                observer.check_program(program)
+            TABLE.kernels.execute(self.ub, gms, program.rows)
+            self.seq += len(program.rows)
+            self.set_state(program.end_state)
+            self.last_program = program
+            for observer in self._observers:
+                observer.retire_program(program)
+        finally:
+            self.release()
+
+    def reissue(self, row):
+        """Retire an event-free row validated by an identical earlier call (runtime.memo)."""
+        self.acquire()
+        try:
+            TABLE.kernels.execute(self.ub, self.gms, row.reshape(1, -1))
+            self._advance(row)
+        finally:
+            self.release()
+
+    def retired_in_bulk(self, count, state):
+        """`count` rows retired outside the core (a multi-core schedule), leaving `state`."""
+        self.seq += count
+        self.set_state(state)
+
+    def _gm_slot(self, data):
+        for slot, bound in enumerate(self.gms):
+            if bound is data:
                 return slot
-        raise InvalidArgumentError("run_recorded: a DataCopy used a GM buffer not passed in gms")
+        if self.recorder is not None:
+            raise InvalidArgumentError("run_recorded: a DataCopy used a GM buffer not passed in "
+                                       "gms")
+        return 0  # live, unbound: the row carries its buffer in slot 0
+
+    def bind_gms(self, gms):
+        """Bind GM byte arrays to the slots of DataCopy rows (at most GM_SLOTS)."""
+        gms = tuple(gms)
+        if len(gms) > GM_SLOTS:
+            raise InvalidArgumentError(f"bind_gms: at most {GM_SLOTS} GM buffers, got {len(gms)}")
+        self.gms = gms + NO_GMS[len(gms):]
+
+    @contextlib.contextmanager
+    def binding(self, gms):
+        """Bind GM byte arrays to the slots of DataCopy rows for the duration."""
+        before = self.gms
+        self.bind_gms(gms)
+        try:
+            yield self.gms
+        finally:
+            self.gms = before
+
+    # --- what is not an instruction ---------------------------------------------------------
+    def warn(self, message):
+        """A kernel's LngbWarning: kept with a recording (and raised again on every replay),
+        raised in the calling thread otherwise."""
+        if self.recorder is not None:
+            self.recorder.warn(message)
+        else:
+            warn(message)
+
+    def scalar_access(self, api, tensor, index):
+        """GetValue/SetValue: a scalar-pipe event. A recording cannot hold one (the kernel's
+        stream then depends on UB data): it raises recording.ScalarAccess and runs live."""
+        if self.recorder is not None:
+            raise recording.ScalarAccess(api)
+        size = tensor.dtype.itemsize
+        issue_event(self, api, tensor.address + index * size, size)
+
+    def host_write(self, address, nbytes):
+        """Host writes are not instructions, but observers see the bytes they initialise."""
+        for observer in self._observers:
+            if hasattr(observer, "host_write"):
+                observer.host_write(address, nbytes)
+
+    # --- state, for recordings and plans ----------------------------------------------------
+    def state(self):
+        """(mask mode, high, low, allocated bytes, flags) as a hashable tuple."""
+        flags = tuple(sorted(((e.name, i), n) for (e, i), n in self.flags.items() if n))
+        return (int(self.mask_mode), self.mask_high, self.mask_low, self.allocated, flags)
+
+    def set_state(self, state):
+        mode, self.mask_high, self.mask_low, self.allocated, flags = state
+        self.mask_mode = MaskMode(mode)
+        self.flags = {(HardEvent[e], i): n for (e, i), n in flags}
+
+    # --- kernels ----------------------------------------------------------------------------
+    def run_recorded(self, key, body, gms=()):
+        """Run the data-independent kernel `body()` all or nothing (lngb.runtime.recording)."""
+        recording.run_recorded(self, key, body, gms)
 
     def record(self, body, gms=()):
-        """The dry run: validate every instruction of `body` and collect its rows, executing
-        nothing; the core's state is left as it was. On an error the warnings raised so far are
-        passed on. A body that uses GetValue/SetValue cannot be recorded (_ScalarAccess)."""
-        gms = tuple(gms) + NO_GMS[len(gms):]
-        start = self._state()
-        self._recording, self._recording_gms, self._recorded = [], gms, []
-        error = None
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    body()
-                except Exception as exc:  # re-raised below, after the state is restored
-                    error = exc
-        finally:
-            rows, self._recording = self._recording, None
-        end_state = self._state()
-        self._set_state(start)
-        messages = tuple(w.message for w in caught)
-        if error is not None:
-            if not isinstance(error, _ScalarAccess):
-                for message in messages:
-                    warnings.warn(message, stacklevel=4)
-            raise error
-        return Program(np.array(rows, dtype=np.int64).reshape(-1, N_COLS), end_state,
-                       tuple(g.size for g in gms), messages, self._recorded)
+        """The dry run of `body()`: its Program, nothing executed (lngb.runtime.recording)."""
+        return recording.record(self, body, gms)
+
+
+def _shape(api, shape):
+    values = (shape,) if np.isscalar(shape) else shape
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise InvalidArgumentError(f"{api}: shape {shape!r} is not an int or a sequence of ints") \
+            from None
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise InvalidArgumentError(f"{api}: shape {shape!r} must hold integers, got {v!r}")
+    if not values or any(v <= 0 for v in values):
+        raise InvalidArgumentError(f"{api}: shape {shape!r} has no elements")
+    return tuple(int(v) for v in values)

@@ -1,4 +1,7 @@
-"""One error hierarchy for everything lngb raises."""
+"""One error hierarchy for everything lngb raises, and its one way to warn."""
+import os
+import sys
+import warnings
 
 
 class LngbError(Exception):
@@ -39,3 +42,14 @@ class HazardError(LngbError):
 
 class LngbWarning(UserWarning):
     """Something the caller asked for is ignored (e.g. isReuseSource on half)."""
+
+
+_LNGB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message, category=LngbWarning):
+    """warnings.warn, attributed to the first caller outside lngb (the user's line)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_LNGB_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

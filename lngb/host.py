@@ -1,22 +1,26 @@
-"""Host level: `emulate` runs the complete sample kernel on a fresh core.
-
-GM -> UB DataCopy of inputDy and resForGamma, LayerNormGradBeta, UB -> GM DataCopy of the two
-outputs, with the MTE2->V and V->MTE3 events a TQue-based kernel emits between them.
-"""
+"""Host level: `emulate` runs the sample kernel on a fresh core; `emulate_operator` runs the
+multi-core operator over GM on fresh cores. Both read the caller's arrays in place as GM and
+never write them; outputs are new arrays."""
 import copy
-from dataclasses import dataclass
+import os
 
 import numpy as np
 
 from .core import AICore
-from .cost import CostModel
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError
-from .operator import LayerNormGradBeta
+from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
+from .kernels.operator_tiling import operator_tiling, round32
+from .kernels.sample import SampleKernel
+from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
+from .observers.cost import CostModel, operator_cost
+from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
-from .tensor import GlobalTensor
-from .tiling import (GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo,
-                     LayerNormGradBetaTiling)
-from .vector_ops import DataCopy, HardEvent, SetFlag, WaitFlag
+from .runtime import schedule
+from .runtime.cache import Cache, cache_key
+from .tensor import gm_bytes
+
+REUSE_BUFFERS = ("input_dy", "res_for_gamma")
+EMULATE_PLANS = Cache("emulate tilings")
 
 
 class EmulationResult:
@@ -53,14 +57,11 @@ class EmulationResult:
         return f"EmulationResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
 
 
-def _round32(nbytes):
-    return -(-nbytes // 32) * 32
-
-
-def _check_inputs(input_dy, res_for_gamma, api="emulate"):
+def check_inputs(input_dy, res_for_gamma, api="emulate"):
     for name, a in (("input_dy", input_dy), ("res_for_gamma", res_for_gamma)):
         if not isinstance(a, np.ndarray):
-            raise InvalidArgumentError(f"{api}: {name} must be a numpy array")
+            raise InvalidArgumentError(f"{api}: {name} must be a numpy array, got "
+                                       f"{type(a).__name__}")
         if a.dtype not in (np.float16, np.float32):
             raise InvalidArgumentError(f"{api}: {name} dtype {a.dtype} must be float16 or float32")
         if a.ndim != 3 or 0 in a.shape:
@@ -78,11 +79,17 @@ def _check_inputs(input_dy, res_for_gamma, api="emulate"):
             "pad H with zeros, as the API's documentation asks")
 
 
+def check_flag(api, name, value):
+    if value not in (True, False):
+        raise InvalidArgumentError(f"{api}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def free_temp_bytes(shape, dtype, product):
     """(UB bytes left for the temp buffer beside emulate's four tensors, bytes of the tensors)."""
     b, s, h = shape
     itemsize = np.dtype(dtype).itemsize
-    tensors = 2 * _round32(b * s * h * itemsize) + 2 * _round32(h * itemsize)
+    tensors = 2 * round32(b * s * h * itemsize) + 2 * round32(h * itemsize)
     return (get_product(product).usable_ub - tensors) // 32 * 32, tensors
 
 
@@ -114,79 +121,44 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
     if size < min_size:
         raise TilingError(f"emulate: stack_buffer_size {size} is below the minimum {min_size} "
                           f"bytes (GetLayerNormGradBetaMaxMinTmpSize) for [{b}, {s}, {h}]")
-    if _round32(size) > free:
+    if round32(size) > free:
         raise CapacityError(f"emulate: stack_buffer_size {size} does not fit: {free} UB bytes "
                             f"are free beside the tensors on {product.name}")
     return size
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """Everything about one emulate() configuration that does not depend on the data."""
-    tmp_bytes: int
-    tiling: LayerNormGradBetaTiling
-
-
-_PLANS = {}
-
-
-def _plan(shape, dtype, product, stack_buffer_size, is_reuse_source):
-    key = (shape, dtype.str, product.name, stack_buffer_size, bool(is_reuse_source))
-    plan = _PLANS.get(key)
+def _emulate_tiling(shape, dtype, product, stack_buffer_size, is_reuse_source):
+    """(temp bytes, tiling) of one emulate() configuration."""
+    key = cache_key(shape, dtype, product.name, stack_buffer_size, is_reuse_source)
+    plan = EMULATE_PLANS.get(key)
     if plan is None:
         tmp_bytes = choose_stack_buffer_size(shape, dtype, product, stack_buffer_size)
         tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
                                                   is_reuse_source)
-        plan = _Plan(tmp_bytes, tiling)
-        _PLANS[key] = plan
+        plan = EMULATE_PLANS.put(key, (tmp_bytes, tiling), 1024)
     return plan
 
 
-class SampleKernel:
-    """The sample kernel around the API, on a fresh core: DataCopy GM -> UB of inputDy and
-    resForGamma, LayerNormGradBeta, DataCopy UB -> GM of the outputs, with the MTE2 -> V and
-    V -> MTE3 events a TQue-based kernel emits between them. Calling it runs the body; `tensors`
-    names its LocalTensors once it has run (or been recorded)."""
-
-    def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
-                 reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", sat_mode=None):
-        _check_inputs(input_dy, res_for_gamma)
-        self.dtype, self.shape = input_dy.dtype, input_dy.shape
-        self.core = AICore(product, mode, sat_mode=sat_mode)
-        self.plan = _plan(self.shape, self.dtype, self.core.product, stack_buffer_size,
-                          is_reuse_source)
-        self.reuse = (bool(is_reuse_source), reuse_buffer)
-        # GM: the inputs are only ever read (no instruction writes them), so they are used in
-        # place; the outputs are fresh arrays the UB -> GM copies fill.
-        h = self.shape[2]
-        self.pd_gamma, self.pd_beta = np.empty(h, self.dtype), np.empty(h, self.dtype)
-        self.gms = (_gm_bytes(input_dy), _gm_bytes(res_for_gamma), self.pd_gamma.view(np.uint8),
-                    self.pd_beta.view(np.uint8))
-        self.key = ("emulate", self.shape, self.dtype.str, self.plan.tmp_bytes, *self.reuse)
-        self.tensors = {}
-
-    def __call__(self):
-        core, dtype, (b, s, h) = self.core, self.dtype, self.shape
-        gm_dy, gm_rfg, gm_g, gm_b = (GlobalTensor.in_arena(g, 0, dtype, g.size // dtype.itemsize)
-                                     for g in self.gms)
-        dy = core.alloc(self.shape, dtype, "VECIN")
-        rfg = core.alloc(self.shape, dtype, "VECIN")
-        out_g = core.alloc(h, dtype, "VECOUT")
-        out_b = core.alloc(h, dtype, "VECOUT")
-        tmp = core.alloc(self.plan.tmp_bytes, np.uint8, "VECCALC")
-        self.tensors.update(inputDy=dy, resForGamma=rfg, outputPdGamma=out_g, outputPdBeta=out_b,
-                            sharedTmpBuffer=tmp)
-        with core:
-            DataCopy(dy, gm_dy, b * s * h)
-            DataCopy(rfg, gm_rfg, b * s * h)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
-            LayerNormGradBeta(out_g, out_b, rfg, dy, tmp, self.plan.tiling,
-                              is_reuse_source=self.reuse[0], reuse_buffer=self.reuse[1])
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
-            DataCopy(gm_g, out_g, h)
-            DataCopy(gm_b, out_b, h)
+def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
+                  reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", sat_mode=None):
+    """The sample kernel on a fresh core, its inputs as GM (in place) and new output arrays;
+    returns (kernel, pd_gamma, pd_beta)."""
+    check_inputs(input_dy, res_for_gamma)
+    is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
+    if reuse_buffer not in REUSE_BUFFERS:
+        raise InvalidArgumentError(f"emulate: reuse_buffer must be one of {REUSE_BUFFERS}, got "
+                                   f"{reuse_buffer!r}")
+    core = AICore(product, mode, sat_mode=sat_mode)
+    dtype, shape = input_dy.dtype, input_dy.shape
+    tmp_bytes, tiling = _emulate_tiling(shape, dtype, core.product, stack_buffer_size,
+                                        is_reuse_source)
+    h = shape[2]
+    pd_gamma, pd_beta = np.empty(h, dtype), np.empty(h, dtype)
+    gms = (gm_bytes(input_dy), gm_bytes(res_for_gamma), pd_gamma.view(np.uint8),
+           pd_beta.view(np.uint8))
+    kernel = SampleKernel(core, shape, dtype, tmp_bytes, tiling, gms, is_reuse_source,
+                          reuse_buffer)
+    return kernel, pd_gamma, pd_beta
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
@@ -194,25 +166,121 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
             sat_mode=None):
     """Run the LayerNormGradBeta sample kernel on a fresh emulated core; see EmulationResult.
 
-    The caller's arrays are never modified: the kernel only reads them (as GM), and outputs go to
-    new arrays.
+    The caller's arrays are never modified: the kernel only reads them (as GM, in place), and
+    outputs go to new arrays.
     """
-    kernel = SampleKernel(input_dy, res_for_gamma, product=product,
-                          is_reuse_source=is_reuse_source, reuse_buffer=reuse_buffer,
-                          stack_buffer_size=stack_buffer_size,
-                          mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
+    trace = check_flag("emulate", "trace", trace)
+    kernel, pd_gamma, pd_beta = sample_kernel(
+        input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
+        reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,
+        mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     core = kernel.core
     core.run_recorded(kernel.key, kernel, kernel.gms)
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
     rows = (core.last_program.rows if core.last_program is not None  # replayed
             else np.array([record.row for record in core.trace]))
-    return EmulationResult(kernel.pd_gamma, kernel.pd_beta, kernel.plan.tiling, core,
-                           core.trace if trace else None, rows)
+    return EmulationResult(pd_gamma, pd_beta, kernel.tiling, core, core.trace if trace else None,
+                           rows)
 
 
-def _gm_bytes(array):
-    """The array's bytes as a flat uint8 view (a private copy when it cannot be viewed so)."""
-    if not (array.flags.c_contiguous and array.flags.writeable):
-        array = np.ascontiguousarray(array).copy()
-    return array.reshape(-1).view(np.uint8)
+# --- the multi-core operator -------------------------------------------------------------------
+
+class PreparedOperator:
+    """An operator run set up: tiling, fresh cores and their GM buffers by slot."""
+
+    def __init__(self, tiling, cores, gms, output):
+        self.tiling, self.cores, self.gms, self.output = tiling, cores, gms, output
+
+    def kernel(self, c, runner=None):
+        """Core c's kernel, run live unless another runner (a schedule.Planner) is given."""
+        if runner is None:
+            runner = schedule.Live(self.cores[c], self.gms[c])
+        return LayerNormGradBetaKernel(self.cores[c], self.tiling, c, self.gms[c], runner)
+
+
+def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None):
+    api = "emulate_operator"
+    check_inputs(input_dy, res_for_gamma, api)
+    dtype = input_dy.dtype
+    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
+    ub_bytes = AICore.ub_bytes(tiling.product)
+    ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)  # one block: zero pages on demand
+    cores = [AICore(tiling.product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
+    row_bytes = tiling.h * dtype.itemsize
+    dy, rfg = gm_bytes(input_dy, api), gm_bytes(res_for_gamma, api)
+    workspace = np.empty(tiling.block_dim * 2 * tiling.h * 4, np.uint8)
+    output = np.empty(2 * row_bytes, np.uint8)
+    gms = [(dy[a * row_bytes:(a + n) * row_bytes], rfg[a * row_bytes:(a + n) * row_bytes],
+            workspace, output) for a, n in tiling.core_rows]
+    return PreparedOperator(tiling, cores, gms, output)
+
+
+def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
+                     threads=None, mode="fast", sat_mode=None):
+    """Run the multi-core LayerNormGradBeta operator (lngb.kernels.multicore) on `block_dim`
+    emulated vector cores (default: the product's, at most one per row) using `threads` OS
+    threads (default: the CPU count). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
+    `.tiling` (the OperatorTiling), `.cores`, `.trace` (per core, observed and checked modes),
+    `.cost`.
+
+    The caller's arrays are only read (as GM, in place); outputs are new arrays.
+    """
+    if threads is None:
+        threads = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise InvalidArgumentError(f"emulate_operator: threads must be a positive integer, got "
+                                   f"{threads!r}")
+    run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode)
+    tiling, cores, gms = run.tiling, run.cores, run.gms
+    plan = None
+    if mode == "fast":
+        plan = schedule.plan(("LayerNormGradBeta operator", tiling), cores, run.kernel)
+        schedule.replay(plan, cores, gms, min(int(threads), tiling.block_dim))
+    else:
+        schedule.run_phases([run.kernel(c) for c in range(len(cores))])
+        for core in cores:
+            if core.sanitizer is not None:
+                core.sanitizer.finish(core.flags)
+        if mode == "checked":
+            check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES)
+    out = run.output.view(input_dy.dtype)
+    return OperatorResult(out[:tiling.h], out[tiling.h:], tiling, cores, plan,
+                          [core.trace for core in cores] if mode != "fast" else None)
+
+
+class OperatorResult(EmulationResult):
+    """What `emulate` returns, for the whole operator: pd_gamma, pd_beta (input dtype, shape
+    (H,)), `tiling` (the OperatorTiling), `core` (core 0) and `cores`, `trace` (a list per core in
+    the observed and checked modes, else None), `rows` (a stream per core) and `cost` (an
+    OperatorCost)."""
+
+    def __init__(self, pd_gamma, pd_beta, tiling, cores, plan, trace):
+        self.pd_gamma, self.pd_beta, self._tiling, self._tiling_copy = pd_gamma, pd_beta, tiling, None
+        self.cores, self.core, self.trace = cores, cores[0], trace
+        self.plan, self._cost = plan, None
+
+    def __repr__(self):
+        return f"OperatorResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
+
+    def core_rows(self, c):
+        """(phase 1 rows, phase 2 rows) core c executed: every instruction and event."""
+        if self.plan is not None:
+            programs = self.plan.programs
+            return tuple(np.concatenate([programs[p] for p in s[:, 0]]) if len(s)
+                         else np.zeros((0, programs[0].shape[1]), np.int64)
+                         for s in self.plan.schedules[c])
+        records = self.cores[c].trace
+        cut = next((i + 1 for i, r in enumerate(records) if r.name == "SyncAll"), len(records))
+        rows = np.array([r.row for r in records])
+        return rows[:cut], rows[cut:]
+
+    @property
+    def rows(self):
+        """Every core's instruction stream, phases joined."""
+        return [np.concatenate(self.core_rows(c)) for c in range(len(self.cores))]
+
+    def estimate_cost(self, **overrides):
+        """The modelled device time with some cost constants overridden (calibration)."""
+        return operator_cost(self.core.product, [self.core_rows(c) for c in range(len(self.cores))],
+                             **overrides)

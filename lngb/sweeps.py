@@ -13,12 +13,12 @@ from typing import Optional
 
 import numpy as np
 
-from .cost import CostModel
+from .observers.cost import CostModel
 from .errors import InvalidArgumentError, TilingError
-from .vector_ops.program import EVENT_BASE, OP
+from .vector_ops.program import EVENT, KIND
 from .host import emulate, free_temp_bytes
 from .products import get_product
-from .tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
+from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
 
 
 @dataclass
@@ -81,7 +81,7 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
             if stream not in costs:
                 result = emulate(zeros, zeros, product=product.name, stack_buffer_size=size)
                 cost = model.estimate(result.rows)
-                events = int((result.rows[:, OP] >= EVENT_BASE).sum())
+                events = int((result.rows[:, KIND] == EVENT).sum())
                 costs[stream] = (cost.instructions, events, cost.cycles, cost.microseconds)
             row.instructions, row.events, row.cycles, row.microseconds = costs[stream]
         rows.append(row)

@@ -1,11 +1,13 @@
 """LocalTensor (a typed view into one core's UB), GlobalTensor (GM) and the current core."""
+import ctypes
 import threading
 
 import numpy as np
 
-from .errors import InvalidArgumentError, OutOfBoundsError
+from .errors import CapacityError, InvalidArgumentError, OutOfBoundsError
 
 UB_POSITIONS = ("VECIN", "VECCALC", "VECOUT", "LCM")
+MAX_GM_BYTES = 1 << 40   # a copy beyond this is refused before numpy tries it
 
 _local = threading.local()
 
@@ -29,6 +31,16 @@ def pop_core():
     _local.stack.pop()
 
 
+def _index(api, index, size):
+    """An element index in [0, size): an integer, not a float or a bool."""
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise InvalidArgumentError(f"{api}: the index must be an integer, got {index!r}")
+    if not 0 <= index < size:
+        raise OutOfBoundsError(f"{api}: index {index} outside the tensor's {size} elements "
+                               f"(0 ~ {size - 1})")
+    return int(index)
+
+
 class LocalTensor:
     """A typed view of `size` elements at UB byte `address` of `core` (Ascend C LocalTensor<T>)."""
 
@@ -50,13 +62,12 @@ class LocalTensor:
         return (f"LocalTensor<{self.dtype.name}>(address={self.address}, size={self.size}, "
                 f"shape={self.shape}, position={self.position})")
 
+    def cache_key(self):
+        return ("LocalTensor", self.address, self.size, self.dtype.str, self.shape, self.position)
+
     def __getitem__(self, offset):
         """A 1-D view from element `offset` to the end, as Ascend C operator[]."""
-        offset = int(offset)
-        if not 0 <= offset < self.size:
-            raise OutOfBoundsError(
-                f"LocalTensor[{offset}]: offset must be in [0, {self.size}) for a tensor of "
-                f"{self.size} {self.dtype.name} elements at UB address {self.address}")
+        offset = _index(f"LocalTensor[{offset!r}]", offset, self.size)
         return LocalTensor(self.core, self.address + offset * self.dtype.itemsize,
                            self.size - offset, self.dtype, None, self.position)
 
@@ -69,20 +80,22 @@ class LocalTensor:
         return self.core.ub[self.address:self.address + self.nbytes].view(self.dtype)
 
     def GetValue(self, index):
-        self._check_index(index, "GetValue")
-        self.core._scalar_access("GetValue", self, index)
+        index = _index("GetValue", index, self.size)
+        self.core.scalar_access("GetValue", self, index)
         return self._host_view()[index]
 
     def SetValue(self, index, value):
-        self._check_index(index, "SetValue")
-        self.core._scalar_access("SetValue", self, index)
+        index = _index("SetValue", index, self.size)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            raise InvalidArgumentError(f"SetValue: the value must be a number, got {value!r}")
+        with np.errstate(over="ignore"):
+            try:
+                value = np.array(value, dtype=self.dtype)
+            except OverflowError:
+                raise InvalidArgumentError(f"SetValue: {value!r} does not fit "
+                                           f"{self.dtype.name}") from None
+        self.core.scalar_access("SetValue", self, index)
         self._host_view()[index] = value
-        self.core._host_write(self[index], self.dtype.itemsize)
-
-    def _check_index(self, index, api):
-        if not 0 <= index < self.size:
-            raise OutOfBoundsError(
-                f"{api}({index}): index outside the tensor's {self.size} elements")
 
     def read(self):
         """A host copy of the tensor's contents in its allocated shape (no instruction)."""
@@ -97,27 +110,64 @@ class LocalTensor:
         if array.size > self.size:
             raise OutOfBoundsError(
                 f"LocalTensor.write: {array.size} elements do not fit in {self.size}")
-        self._host_view()[:array.size] = array.reshape(-1)
-        self.core._host_write(self, array.size * self.dtype.itemsize)
+        self.core.acquire()
+        try:
+            self._host_view()[:array.size] = array.reshape(-1)
+            self.core.host_write(self.address, array.size * self.dtype.itemsize)
+        finally:
+            self.core.release()
+
+
+def gm_bytes(array, api="GlobalTensor"):
+    """The array's bytes as a flat, writable uint8 view of the same memory, read-only arrays
+    included (lngb never writes a read-only GM array: DataCopy refuses it as a destination).
+    A non-contiguous array is copied, after checking the copy's size."""
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        if array.nbytes > MAX_GM_BYTES:
+            raise CapacityError(f"{api}: a non-contiguous array of {array.nbytes} bytes would "
+                                f"have to be copied; lngb copies at most {MAX_GM_BYTES} bytes "
+                                "(pass a C-contiguous array)")
+        array = np.ascontiguousarray(array)
+    flat = array.reshape(-1).view(np.uint8)
+    if flat.flags.writeable or flat.size == 0:
+        return flat
+    buffer = (ctypes.c_uint8 * flat.size).from_address(flat.ctypes.data)
+    buffer.lngb_readonly_owner = array  # keeps the memory alive, and marks it read-only
+    return np.ctypeslib.as_array(buffer)
+
+
+def is_readonly(array):
+    """Whether `array` (or the array it views) may not be written: not writeable, or a view
+    of a read-only array made by gm_bytes."""
+    while isinstance(array, np.ndarray):
+        if not array.flags.writeable:
+            return True
+        base = array.base
+        if isinstance(base, memoryview):
+            return getattr(base.obj, "lngb_readonly_owner", None) is not None
+        array = base
+    return False
 
 
 class GlobalTensor:
     """GM: wraps a C-contiguous numpy array without copying (writes land in the caller's array)."""
 
-    __slots__ = ("array", "gm", "offset", "size", "dtype")
+    __slots__ = ("array", "gm", "offset", "size", "dtype", "readonly")
 
     def __init__(self, array, *, _gm=None, _offset=0, _size=None):
         if _gm is None:
             array = np.asarray(array)
             if not array.flags.c_contiguous:
                 raise InvalidArgumentError("GlobalTensor needs a C-contiguous array")
-            _gm = array.reshape(-1).view(np.uint8)
+            _gm = gm_bytes(array)
             _size = array.size
         self.array = array
         self.gm = _gm
         self.offset = _offset
         self.size = _size
         self.dtype = array.dtype
+        self.readonly = is_readonly(array) or is_readonly(_gm)
 
     @classmethod
     def in_arena(cls, arena, offset, dtype, size):
@@ -130,9 +180,7 @@ class GlobalTensor:
         return cls(view, _gm=arena, _offset=offset, _size=size)
 
     def __getitem__(self, offset):
-        offset = int(offset)
-        if not 0 <= offset < self.size:
-            raise OutOfBoundsError(f"GlobalTensor[{offset}]: offset outside [0, {self.size})")
+        offset = _index(f"GlobalTensor[{offset!r}]", offset, self.size)
         flat = self.array.reshape(-1)[offset:]
         return GlobalTensor(flat, _gm=self.gm, _offset=self.offset + offset * self.dtype.itemsize,
                             _size=self.size - offset)

@@ -1,5 +1,5 @@
-"""emulate_operator, the multi-core operator over GM (lngb/multicore.py), and the TPipe / TQue /
-TBuf emulation it is written with (lngb/pipe.py).
+"""emulate_operator, the multi-core operator over GM (lngb/kernels/multicore.py), and the TPipe /
+TQue / TBuf emulation it is written with (lngb/kernels/pipe.py).
 
 The numerics contract (multicore.py's docstring) is checked bit for bit against the independent
 oracle naive.layer_norm_grad_beta_operator, fed with the operator's own tiling (whose sanity is
@@ -15,10 +15,13 @@ import lngb
 from lngb import (CapacityError, HazardError, InvalidArgumentError, UninitializedReadError,
                   multicore)
 from lngb.pipe import TBuf, TPipe, TQue
+from lngb.host import prepare_operator
+from lngb.runtime import schedule as scheduling
 from lngb.vector_ops import HardEvent
-from lngb.vector_ops import kernels
-from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY_GM_TO_UB, COPY_UB_TO_GM, DST,
-                                     EVENT_BASE, GM_SLOT, OP, SRC0, SRC1, SRC_GAP)
+from lngb.vector_ops.kernels import make_executor
+from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST, EVENT, GM_SLOT,
+                                     GM_TO_UB, KIND, SRC0, SRC1, SRC_GAP, UB_TO_GM)
+from lngb.vector_ops.table import TABLE
 
 import naive
 from conftest import rejected, seed_of
@@ -104,7 +107,7 @@ def assert_tiling_sane(t, shape, dtype, product, block_dim=None):
 def force_tiling(monkeypatch, tile_rows=None, tile_cols=None, min_tmp=False):
     """Make emulate_operator use operator_tiling(..., tile_rows, tile_cols); with `min_tmp`, the
     API's temp buffer is the minimum, so the API splits each tile into several chunks."""
-    real = multicore.operator_tiling
+    real = lngb.host.operator_tiling
 
     def tiling(shape, dtype, product, block_dim=None, *_):
         t = real(shape, dtype, product, block_dim, tile_rows, tile_cols)
@@ -115,7 +118,7 @@ def force_tiling(monkeypatch, tile_rows=None, tile_cols=None, min_tmp=False):
             least = max(least, 8 * t.tile_cols) if s == 2 else least  # half: the fp32 widening
             t = dataclasses.replace(t, tmp_bytes=least)
         return t
-    monkeypatch.setattr(multicore, "operator_tiling", tiling)
+    monkeypatch.setattr(lngb.host, "operator_tiling", tiling)
 
 
 # --- bits: the numerics contract ------------------------------------------------------------
@@ -276,15 +279,15 @@ def test_observed_traces_per_core():
         cut = names.index("SyncAll")
         phase1, phase2 = trace[:cut], trace[cut + 1:]
 
-        def ops(records, op):
-            return sum(r.row[OP] == op for r in records)
+        def ops(records, direction):
+            return sum(r.name == "DataCopy" and r.row[COPY_DIR] == direction for r in records)
         slices = len(t.col_slices())
-        assert ops(phase1, COPY_GM_TO_UB) == 2 * slices * len(t.tiles(t.core_rows[c][1]))
-        assert ops(phase1, COPY_UB_TO_GM) == slices
+        assert ops(phase1, GM_TO_UB) == 2 * slices * len(t.tiles(t.core_rows[c][1]))
+        assert ops(phase1, UB_TO_GM) == slices
         lo, width = t.reduce_cols[c]
         reduce_slices = len(t.col_slices(lo, width, t.reduce_chunk)) if width else 0
-        assert ops(phase2, COPY_GM_TO_UB) == block_dim * reduce_slices
-        assert ops(phase2, COPY_UB_TO_GM) == reduce_slices
+        assert ops(phase2, GM_TO_UB) == block_dim * reduce_slices
+        assert ops(phase2, UB_TO_GM) == reduce_slices
         assert "DataCopy" in names
         # every WaitFlag has an earlier SetFlag of its own (event, id), and none is left over
         pending = {}
@@ -629,7 +632,7 @@ def test_replayed_member_tensors_keep_their_position():
         return real(self, cols, at=at)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial", spy)
-        multicore._PLANS.clear()
+        lngb.clear_caches()
         lngb.emulate_operator(dy, rfg, block_dim=1)
         lngb.emulate_operator(dy, rfg, block_dim=1, mode="observed")
     assert len(seen) == 2 and seen[0] == seen[1] and seen[0][3] == "VECOUT"
@@ -686,11 +689,11 @@ def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, 
     """Whatever the alignment of the GM base, the 64-byte host cache lines a step's prefetch
     points fall in are exactly those its GM -> UB DataCopys read."""
     dy, rfg = inputs((1, 12, h), dtype, seed_of("lines", h))
-    multicore._PLANS.clear()
-    plan = lngb.emulate_operator(dy, rfg, block_dim=2)._plan
+    lngb.clear_caches()
+    plan = lngb.emulate_operator(dy, rfg, block_dim=2).plan
     for p, rows in enumerate(plan.programs):
         read = set()
-        for row in rows[rows[:, OP] == COPY_GM_TO_UB]:
+        for row in rows[(rows[:, KIND] == COPY) & (rows[:, COPY_DIR] == GM_TO_UB)]:
             for i in range(row[BLOCK_COUNT]):
                 start = row[SRC0] + 32 * i * (row[BLOCK_LEN] + row[SRC_GAP])
                 read |= {(row[GM_SLOT], x) for x in range(start, start + 32 * row[BLOCK_LEN])}
@@ -700,26 +703,28 @@ def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, 
                     == {(slot, (base + x) // 64) for slot, x in points})
 
 
-def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(monkeypatch):
+def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step():
     """During step i, run_schedule prefetches step i + 1's points at step i + 1's bases (nothing
     during a core's last step), at most ceil(points / instructions) after each instruction."""
     dy, rfg = inputs((1, 24, 4096), np.float32, seed_of("prefetch order"))
-    run = multicore.prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
-    plan = multicore._plan(run.tiling, run.cores, run.gms)
-    python = {name: getattr(getattr(kernels, name), "py_func", getattr(kernels, name))
-              for name in ("run_schedule", "execute", "_fetch_ahead")}
+    run = prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
+    plan = scheduling.plan(("prefetch order", run.tiling), run.cores, run.kernel)
     calls, steps, bursts = [], [], []
-    monkeypatch.setattr(kernels, "prefetch", lambda array, offset: calls.append(
-        array.ctypes.data + offset))
-    monkeypatch.setattr(kernels, "execute", lambda *args: (
-        steps.append((len(calls), len(bursts))), python["execute"](*args)))
-    monkeypatch.setattr(kernels, "_fetch_ahead", lambda ahead: (
-        python["_fetch_ahead"](ahead), bursts.append(len(calls))))
+
+    def spying(function):  # a pure-Python executor whose steps and bursts are logged
+        if function.__name__ == "execute":
+            return lambda *args: (steps.append((len(calls), len(bursts))), function(*args))[1]
+        if function.__name__ == "fetch_ahead":
+            return lambda ahead: (function(ahead), bursts.append(len(calls)))[0]
+        return function
+    _, run_schedule = make_executor(TABLE.kernels.elementwise, jit=spying,
+                                    prefetch=lambda array, offset: calls.append(
+                                        array.ctypes.data + offset))
     for core, gms, schedules in zip(run.cores, run.gms, plan.schedules):
         for schedule in schedules:
             del calls[:], steps[:], bursts[:]
-            python["run_schedule"](core.ub, *gms, plan.rows, plan.starts, plan.points,
-                                   plan.point_starts, schedule)
+            run_schedule(core.ub, *gms, plan.rows, plan.starts, plan.points, plan.point_starts,
+                         schedule)
             steps.append((len(calls), len(bursts)))
             for i, (p, *_) in enumerate(schedule):
                 want = []
@@ -729,6 +734,6 @@ def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(mon
                             plan.points[plan.point_starts[q]:plan.point_starts[q + 1]]]
                 assert calls[steps[i][0]:steps[i + 1][0]] == want
                 program = plan.programs[p]
-                most = -(-len(want) // max(np.count_nonzero(program[:, OP] < EVENT_BASE), 1))
+                most = -(-len(want) // max(np.count_nonzero(program[:, KIND] != EVENT), 1))
                 ends = [steps[i][0]] + bursts[steps[i][1]:steps[i + 1][1]]
                 assert max(np.diff(ends), default=0) <= most

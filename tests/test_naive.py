@@ -3,10 +3,7 @@
 import numpy as np
 import pytest
 
-try:
-    import naive
-except ImportError:  # tests/ collected as a package
-    from tests import naive
+import naive
 
 F16, F32 = np.float16, np.float32
 SENT = -7.0  # sentinel for "not written"

@@ -23,7 +23,7 @@ def test_records_describe_each_instruction():
     assert mul.operands[1][1:] == ("UB@0", "VECIN", "float32")
     assert mul.strides == {"blk": (1, 1, 1), "rep": (8, 8, 8)}
     assert mul.bytes_moved == (512, 256)
-    assert mul.source == f"lngb/operator.py:{MUL_LINE}"
+    assert mul.source == f"lngb/kernels/layer_norm_grad_beta.py:{MUL_LINE}"
     assert mul.mask_after == (MaskMode.COUNTER, 0, 64)
     copies = [r for r in trace if r.name == "DataCopy"]
     assert [r.pipe for r in copies] == ["PIPE_MTE2", "PIPE_MTE2", "PIPE_MTE3", "PIPE_MTE3"]

@@ -28,13 +28,8 @@ from lngb.vector_ops import (INSTRUCTIONS, MASK_PLACEHOLDER, PIPE_S, PIPE_V, Add
                              SetMaskNorm, SetVectorMask, Sub, UnaryRepeatParams, WaitFlag,
                              WholeReduceSum)
 
-try:
-    import naive
-    from conftest import EXEC_MODES, fill_random, garbage_ub, put, random_finite, seed_of
-except ImportError:  # tests/ collected as a package
-    from tests import naive
-    from tests.conftest import (EXEC_MODES, fill_random, garbage_ub, put, random_finite,
-                                seed_of)
+import naive
+from conftest import EXEC_MODES, fill_random, garbage_ub, put, random_finite, seed_of
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 EPR = {F32: 64, F16: 128}

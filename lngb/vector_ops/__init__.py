@@ -1,15 +1,28 @@
-"""The emulated vector instructions, by their Ascend C names."""
-from .binary import Add, Mul, Sub
-from .cast import Cast
-from .copy import DataCopy
-from .duplicate import Duplicate
+"""The emulated vector instructions, by their Ascend C names, built from the instruction table
+(`table.py`)."""
 from .mask import ResetMask, SetMaskCount, SetMaskNorm, SetVectorMask
-from .reduce import BlockReduceSum, PairReduceSum, WholeReduceSum
-from .scalar import Adds, Muls
 from .sync import PipeBarrier, SetFlag, SyncAll, WaitFlag
+from .table import TABLE, Instruction
 from .types import (MASK_PLACEHOLDER, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
                     BinaryRepeatParams, DataCopyParams, HardEvent, MaskMode, Pipe, RoundMode,
                     UnaryRepeatParams)
 
-INSTRUCTIONS = ("Add", "Sub", "Mul", "Adds", "Muls", "Duplicate", "Cast", "BlockReduceSum",
-                "WholeReduceSum", "PairReduceSum", "DataCopy")
+Add, Sub, Mul = TABLE.wrapper("Add"), TABLE.wrapper("Sub"), TABLE.wrapper("Mul")
+Adds, Muls = TABLE.wrapper("Adds"), TABLE.wrapper("Muls")
+Duplicate, Cast = TABLE.wrapper("Duplicate"), TABLE.wrapper("Cast")
+BlockReduceSum = TABLE.wrapper("BlockReduceSum")
+WholeReduceSum = TABLE.wrapper("WholeReduceSum")
+PairReduceSum = TABLE.wrapper("PairReduceSum")
+DataCopy = TABLE.wrapper("DataCopy")
+
+INSTRUCTIONS = TABLE.instruction_names()
+
+
+def register_instruction(entry):
+    """Add an instruction to the table at run time (an `Instruction` with a module-level lane
+    function for element-wise families); returns its wrapper."""
+    return TABLE.register(entry)
+
+
+def unregister_instruction(name):
+    TABLE.unregister(name)

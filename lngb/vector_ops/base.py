@@ -4,8 +4,10 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
                      check_range, footprint)
-from .program import DTYPE_CODE, as_int64
-from .types import MASK_PLACEHOLDER, MaskMode, Pipe
+from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0,
+                      MASK1, MASK_SETS, REPEAT, ROUND, SAT, SCALAR, SOURCES, SRC0, SRC0_BLK,
+                      SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, as_int64, new_row, set_register)
+from .types import MASK_PLACEHOLDER, MaskMode
 
 FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
 FULL = UINT64_MAX
@@ -20,34 +22,40 @@ def continuous_mask_bits(length):
     return 0, (1 << length) - 1
 
 
-def mask_from_argument(api, core, mask, epr):
+def mask_from_argument(api, mode, mask, epr):
     """The register value (high, low) an instruction's mask argument sets, as Ascend C."""
-    if core.mask_mode == MaskMode.COUNTER:
-        count = mask[0] if isinstance(mask, (list, tuple)) else mask
+    if mode == MaskMode.COUNTER:
+        count = mask[0] if isinstance(mask, (list, tuple)) and len(mask) else mask
         return 0, check_range(api, "mask (counter-mode count)", count, 0, UINT32_MAX)
     if isinstance(mask, (list, tuple, np.ndarray)):
         if len(mask) != 2:
-            raise InvalidArgumentError(f"{api}: a bitwise mask is [mask0, mask1], got {len(mask)} words")
+            raise InvalidArgumentError(f"{api}: a bitwise mask is [mask0, mask1], got {len(mask)} "
+                                       "words")
         low = check_range(api, "mask[0]", mask[0], 0, UINT64_MAX)
         high = check_range(api, "mask[1]", mask[1], 0, UINT64_MAX if epr == 128 else 0)
         return high, low
     return continuous_mask_bits(check_range(api, "mask", mask, 0, epr))
 
 
-def resolve_mask(api, core, mask, is_set_mask, epr):
+def resolve_mask(api, core, mask, is_set_mask, epr, mode=None):
     """-> (counter, word0, word1, register): the row's mask words and the (high, low) register
-    value the call leaves behind. The caller writes the register once every check has passed."""
+    value the call leaves behind (the core writes it when the row retires). `mode`: the mask
+    mode to read the argument in (default: the core's)."""
+    mode = core.mask_mode if mode is None else mode
+    if is_set_mask not in (True, False):
+        raise InvalidArgumentError(f"{api}: is_set_mask must be True or False, got "
+                                   f"{is_set_mask!r}")
     if is_set_mask:
         if mask is MASK_PLACEHOLDER:
             raise InvalidArgumentError(
                 f"{api}: MASK_PLACEHOLDER needs is_set_mask=False (use the mask register as set)")
-        high, low = mask_from_argument(api, core, mask, epr)
+        high, low = mask_from_argument(api, mode, mask, epr)
     elif mask is not MASK_PLACEHOLDER:
         raise InvalidArgumentError(
             f"{api}: with is_set_mask=False the mask argument must be MASK_PLACEHOLDER")
     else:
         high, low = core.mask_high, core.mask_low
-    if core.mask_mode == MaskMode.COUNTER:
+    if mode == MaskMode.COUNTER:
         return 1, check_range(api, "counter-mode mask count", low, 0, UINT32_MAX), 0, (high, low)
     return 0, low, high if epr == 128 else 0, (high, low)
 
@@ -62,20 +70,29 @@ class Operand:
         self.extent = None
 
 
-def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, scalar=None,
-                      round_mode=0, sat_mode=None):
-    """Validate and issue one element-wise instruction (count form when `repeat` is None)."""
+def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, scalar=None,
+                      round_mode=0, sat_mode=None, saturates=True):
+    """Validate and issue one element-wise instruction (count form when `repeat` is None).
+    `saturates=False`: the result moves bits and ignores the saturation mode (Duplicate).
+
+    An instruction on the 950's vector registers (VREG operands) stands for a register-based
+    op: its mask is a MaskReg (a normal-mode mask), and the global mask register is left as is."""
+    api = entry.name
     core = dst.tensor.core
     epr = 256 // max(o.tensor.dtype.itemsize for o in (dst, *sources))
+    on_registers = any(o.tensor.position == "VREG" for o in (dst, *sources))
     count_form = repeat is None
     if count_form:
-        if not is_set_mask:
+        if is_set_mask is not True:
             raise InvalidArgumentError(f"{api}: the count form always sets the mask itself")
         counter, word0, word1 = 1, check_range(api, "count", mask, 0, UINT32_MAX), 0
-        repeat, register = 1, (FULL, FULL)  # the count form leaves normal mode and a full mask
+        repeat, register, mode = 1, (FULL, FULL), MaskMode.NORMAL  # as on A2/A3
     else:
         repeat = check_range(api, "repeatTime", repeat, 0, 255)
-        counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr)
+        mode = MaskMode.NORMAL if on_registers else core.mask_mode
+        counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr, mode)
+    if on_registers:
+        mode, register = core.mask_mode, (core.mask_high, core.mask_low)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     for operand in (dst, *sources):
         operand.extent = footprint(operand.tensor.address, operand.tensor.dtype.itemsize,
@@ -83,40 +100,37 @@ def issue_elementwise(api, op, dst, sources, mask, repeat, *, is_set_mask=True, 
         check_inside(api, operand.name, operand.tensor, operand.extent)
     for src in sources:
         check_no_partial_overlap(api, dst, src, lanes)
+    bits = 0 if scalar is None else scalar_bits(api, scalar, dst.tensor.dtype)
 
+    # operands the instruction does not read are named as dst (kernels never use them)
     src0, src1 = (tuple(sources) + (Operand("none", dst.tensor, 0, 0),) * 2)[:2]
-    row = np.array((
-        op, DTYPE_CODE[dst.tensor.dtype], DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype],
-        dst.tensor.address, src0.tensor.address, src1.tensor.address,
-        scalar_bits(api, scalar, dst.tensor.dtype) if scalar is not None else 0,
-        counter, as_int64(word0), as_int64(word1), repeat,
-        dst.blk, src0.blk, src1.blk, dst.rep, src0.rep, src1.rep,
-        round_mode, core.sat_mode if sat_mode is None else int(bool(sat_mode)), 0,
-        4 if count_form else int(is_set_mask)), dtype=np.int64)
-    issue_with_mask(core, api, row, (dst, *sources), register,
-                    MaskMode.NORMAL if count_form else core.mask_mode)
-
-
-def issue_with_mask(core, api, row, operands, register, mode):
-    """Issue a vector row with the mask register as the call leaves it (the trace shows it);
-    restored if the core rejects the row (the sanitizer)."""
-    before = core.mask_mode, core.mask_high, core.mask_low
-    core.mask_mode, (core.mask_high, core.mask_low) = mode, register
-    try:
-        core.issue(api, Pipe.PIPE_V, row, operands)
-    except Exception:
-        core.mask_mode, core.mask_high, core.mask_low = before
-        raise
+    row = new_row(entry)
+    row[DT_DST] = DTYPE_CODE[dst.tensor.dtype]
+    row[DT_SRC] = DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype]
+    row[DST], row[SRC0], row[SRC1] = dst.tensor.address, src0.tensor.address, src1.tensor.address
+    row[SCALAR], row[COUNTER], row[MASK0], row[MASK1] = bits, counter, as_int64(word0), as_int64(word1)
+    row[REPEAT] = repeat
+    row[DST_BLK], row[SRC0_BLK], row[SRC1_BLK] = dst.blk, src0.blk, src1.blk
+    row[DST_REP], row[SRC0_REP], row[SRC1_REP] = dst.rep, src0.rep, src1.rep
+    row[ROUND] = round_mode
+    row[SAT] = 0 if not saturates else (core.sat_mode if sat_mode is None else int(bool(sat_mode)))
+    row[SOURCES] = entry.family.sources
+    row[MASK_SETS] = 4 if count_form else int(is_set_mask)
+    set_register(row, mode, *register)
+    core.issue(row, (dst, *sources))
 
 
 def scalar_bits(api, value, dtype):
     """The scalar converted to the tensor's dtype (RNE; out of range -> inf), as its bits."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                    np.floating)):
         raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")
-    with np.errstate(over="ignore"):
-        if dtype == np.float32:
-            return int(np.array(value, dtype=np.float32).view(np.uint32))
-        return int(np.array(value, dtype=np.float16).view(np.uint16))
+    try:
+        with np.errstate(over="ignore"):
+            as_dtype = np.array(value, dtype=dtype)
+    except OverflowError:  # a Python int beyond float64: as the device, an infinity
+        as_dtype = np.array(np.inf if value > 0 else -np.inf, dtype=dtype)
+    return int(as_dtype.view(np.uint32 if dtype == np.float32 else np.uint16))
 
 
 def check_same_dtype(api, *named_tensors):
@@ -125,3 +139,15 @@ def check_same_dtype(api, *named_tensors):
         raise InvalidArgumentError(
             f"{api}: operands must share one dtype, got "
             + ", ".join(f"{n}={t.dtype.name}" for n, t in named_tensors))
+
+
+def check_dtypes(entry, dst, src):
+    """(dst, src) dtypes are a pair the table entry takes."""
+    if (dst.dtype, src.dtype) not in entry.dtypes:
+        allowed = ", ".join(f"{s.name} -> {d.name}" for d, s in entry.dtypes)
+        raise InvalidArgumentError(f"{entry.name}: {src.dtype.name} -> {dst.dtype.name} is not "
+                                   f"supported (allowed: {allowed})")
+
+
+def docstring(entry, call_forms):
+    return f"{entry.name}: {entry.doc}.\n\n{call_forms}"

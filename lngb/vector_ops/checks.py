@@ -30,13 +30,14 @@ def enum_arg(api, name, enum_cls, value):
                                    f"{', '.join(m.name for m in enum_cls)}") from None
 
 
-def check_local(api, name, tensor, core, dtypes, align=32):
-    """A vector operand: a LocalTensor on `core`, in a UB position, of an allowed dtype, aligned."""
+def check_local(api, name, tensor, core, dtypes, operands=(), align=32):
+    """A vector operand: a LocalTensor on `core`, in a UB position, of an allowed dtype, aligned.
+    `operands` ((name, tensor) pairs of the call) name the cores when they differ."""
     if not isinstance(tensor, LocalTensor):
         raise InvalidArgumentError(f"{api}: {name} must be a LocalTensor, got {type(tensor).__name__}")
     if tensor.core is not core:
-        raise InvalidArgumentError(f"{api}: {name} lives on another AICore; all operands must "
-                                   "be on one core")
+        where = ", ".join(f"{n} on {t.core!r}" for n, t in operands if isinstance(t, LocalTensor))
+        raise InvalidArgumentError(f"{api}: all operands must be on one AICore, but {where}")
     if tensor.position not in UB_POSITIONS + ("VREG",):
         raise InvalidArgumentError(
             f"{api}: {name} position is {tensor.position}; supported positions are "

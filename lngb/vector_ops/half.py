@@ -132,39 +132,50 @@ U32 = np.uint32
 
 
 @njit
+def widen(h):
+    """The float32 value of half bit pattern h: the same bits as half_to_float, branch-free."""
+    h = U32(h)
+    shifted = U32((h & U32(0x7FFF)) << U32(13))
+    exp = U32(shifted & U32(0x0F800000))
+    normal = U32(shifted + U32(0x38000000))            # rebias 15 -> 127
+    special = U32(shifted + U32(0x70000000))           # inf / NaN: exponent 31 -> 255
+    tiny = np.float32(np.float32(np.int32(h & U32(0x3FF))) * TWO_POW_M24)  # exact
+    bits = special if exp == U32(0x0F800000) else (
+        tiny.view(np.uint32) if exp == U32(0) else normal)
+    return U32(bits | U32((h & U32(0x8000)) << U32(16))).view(np.float32)
+
+
+@njit
+def narrow_rint(x, saturate):
+    """The half bit pattern of float32 x, CAST_RINT (or CAST_NONE): the same bits as
+    float_to_half(x, CAST_RINT, saturate) for every input, branch-free."""
+    x = np.float32(x)
+    b = x.view(np.uint32)
+    big = U32(HALF_MAX_BITS) if saturate else U32(HALF_INF_BITS)
+    a = U32(b & U32(0x7FFFFFFF))
+    # ties to even: add just under half an ulp, plus one when the kept part is odd;
+    # a carry into the exponent is the right result; infinity lands in `big`
+    rounded = U32(U32(a + U32(0xFFF) + ((a >> U32(13)) & U32(1))) >> U32(13))
+    normal = U32(rounded - U32(0x1C000))               # rebias 127 -> 15
+    # below 2**-14: adding 0.5 rounds to a multiple of 2**-24 (ties to even) exactly
+    tiny = U32(np.float32(np.abs(x) + np.float32(0.5)).view(np.uint32) - U32(0x3F000000))
+    mag = tiny if a < U32(0x38800000) else (big if normal >= U32(HALF_INF_BITS) else normal)
+    sign = U32((b >> U32(16)) & U32(0x8000))
+    payload = U32((a >> U32(13)) & U32(0x3FF))
+    nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
+        payload if payload != U32(0) else U32(0x200)))
+    return np.uint16(nan if a > U32(0x7F800000) else U32(sign | mag))
+
+
+@njit
 def widen_array(dst, src):
-    """float32 values of half bit patterns: the same bits as half_to_float, for every pattern."""
-    out = dst.view(np.uint32)
-    for i in range(out.size):
-        h = U32(src[i])
-        shifted = U32((h & U32(0x7FFF)) << U32(13))
-        exp = U32(shifted & U32(0x0F800000))
-        normal = U32(shifted + U32(0x38000000))            # rebias 15 -> 127
-        special = U32(shifted + U32(0x70000000))           # inf / NaN: exponent 31 -> 255
-        tiny = np.float32(np.float32(np.int32(h & U32(0x3FF))) * TWO_POW_M24)  # exact
-        bits = special if exp == U32(0x0F800000) else (
-            tiny.view(np.uint32) if exp == U32(0) else normal)
-        out[i] = U32(bits | U32((h & U32(0x8000)) << U32(16)))
+    """dst[i] = the float32 value of half bit pattern src[i]."""
+    for i in range(dst.size):
+        dst[i] = widen(src[i])
 
 
 @njit
 def narrow_array_rint(dst, src, saturate):
-    """Half bit patterns of float32 values, CAST_RINT (or CAST_NONE): the same bits as
-    float_to_half(x, CAST_RINT, saturate) for every input."""
-    src_bits = src.view(np.uint32)
-    big = U32(HALF_MAX_BITS if saturate else HALF_INF_BITS)
+    """dst[i] = the half bit pattern of src[i], CAST_RINT."""
     for i in range(dst.size):
-        b = src_bits[i]
-        a = U32(b & U32(0x7FFFFFFF))
-        # ties to even: add just under half an ulp, plus one when the kept part is odd;
-        # a carry into the exponent is the right result; infinity lands in `big`
-        rounded = U32(U32(a + U32(0xFFF) + ((a >> U32(13)) & U32(1))) >> U32(13))
-        normal = U32(rounded - U32(0x1C000))               # rebias 127 -> 15
-        # below 2**-14: adding 0.5 rounds to a multiple of 2**-24 (ties to even) exactly
-        tiny = U32(np.float32(np.abs(src[i]) + np.float32(0.5)).view(np.uint32) - U32(0x3F000000))
-        mag = tiny if a < U32(0x38800000) else (big if normal >= U32(HALF_INF_BITS) else normal)
-        sign = U32((b >> U32(16)) & U32(0x8000))
-        payload = U32((a >> U32(13)) & U32(0x3FF))
-        nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
-            payload if payload != U32(0) else U32(0x200)))
-        dst[i] = nan if a > U32(0x7F800000) else U32(sign | mag)
+        dst[i] = narrow_rint(src[i], saturate)

@@ -1,37 +1,26 @@
 """The mask register: SetMaskCount, SetMaskNorm, SetVectorMask, ResetMask (spec §2.4).
 
-These act on the current core (`with core:`) and cost one scalar-pipe event each.
+These act on the current core (`with core:`) and cost one scalar-pipe event each; the register
+changes when the event retires.
 """
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from ..tensor import current_core
 from .base import FULL, continuous_mask_bits
 from .checks import UINT64_MAX, check_range, enum_arg
-from .program import COUNTER, MASK0, MASK1, SET_MASK, as_int64, event_row
-from .types import MaskMode, Pipe
-
-
-MASK_APIS = ("SetMaskCount", "SetMaskNorm", "SetVectorMask", "ResetMask")
-
-
-def _issue(core, api):
-    """A scalar-pipe event row holding which call it was and the mode and register it leaves."""
-    row = event_row(SET_MASK, 0, 0, MASK_APIS.index(api))
-    row[COUNTER], row[MASK0], row[MASK1] = (core.mask_mode, as_int64(core.mask_low),
-                                            as_int64(core.mask_high))
-    core.issue(api, Pipe.PIPE_S, row)
+from .events import issue_event
+from .types import MaskMode
 
 
 def SetMaskCount():
     core = current_core()
-    core.mask_mode = MaskMode.COUNTER
-    _issue(core, "SetMaskCount")
+    issue_event(core, "SetMaskCount", register=(MaskMode.COUNTER, core.mask_high, core.mask_low))
 
 
 def SetMaskNorm():
     core = current_core()
-    core.mask_mode = MaskMode.NORMAL
-    _issue(core, "SetMaskNorm")
+    issue_event(core, "SetMaskNorm", register=(MaskMode.NORMAL, core.mask_high, core.mask_low))
 
 
 def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
@@ -40,7 +29,10 @@ def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
     In counter mode the count goes in the low word (the length form writes it there too)."""
     api = "SetVectorMask"
     core = current_core()
-    np.dtype(dtype)  # the template parameter T; the words do not depend on it
+    try:
+        np.dtype(dtype)  # the template parameter T; the words do not depend on it
+    except TypeError:
+        raise InvalidArgumentError(f"{api}: dtype {dtype!r} is not a numpy dtype") from None
     mode = enum_arg(api, "mode", MaskMode, mode)
     if len(words) == 2:
         high = check_range(api, "maskHigh", words[0], 0, UINT64_MAX)
@@ -51,11 +43,9 @@ def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
         high, low = continuous_mask_bits(check_range(api, "length", words[0], 0, 1 << 32))
     else:
         raise TypeError("SetVectorMask takes (maskHigh, maskLow) or (length)")
-    core.mask_high, core.mask_low = high, low
-    _issue(core, api)
+    issue_event(core, api, register=(core.mask_mode, high, low))
 
 
 def ResetMask():
     core = current_core()
-    core.mask_high = core.mask_low = FULL
-    _issue(core, "ResetMask")
+    issue_event(core, "ResetMask", register=(core.mask_mode, FULL, FULL))

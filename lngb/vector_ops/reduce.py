@@ -1,35 +1,29 @@
 """BlockReduceSum, WholeReduceSum, PairReduceSum (spec vector_unit.md §4).
 
 Sums are binary trees of adjacent pairs, every step rounded to the data type. Where a group's
-lanes are all masked off, A2/A3/310P leave the output untouched and the 950 writes 0.
+lanes are all masked off, A2/A3/310P leave the output untouched and the 950 writes 0. The table
+entry's `group` (table.Grouping) gives the grouping: lanes per output, outputs per unit of
+dstRepStride, the alignment of dst, and the argument order.
 """
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .base import FLOAT_TYPES, Operand, issue_with_mask, resolve_mask
+from .base import FLOAT_TYPES, Operand, resolve_mask
 from .checks import Lanes, check_inside, check_local, check_range, footprint, spans
-from .program import (BLOCK_REDUCE_SUM, COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE,
-                      FAMILY, FAMILY_KEEP, FAMILY_ZERO, MASK0, MASK1, MASK_SETS, OP,
-                      PAIR_REDUCE_SUM, REPEAT, SAT, SRC0, SRC0_BLK, SRC0_REP, WHOLE_REDUCE_SUM,
-                      as_int64, new_row)
-from .walk import reduce_geometry
+from .program import (COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, EMPTY_GROUPS, EMPTY_KEEP,
+                      EMPTY_ZERO, GROUP_UNIT, GROUP_WIDTH, MASK0, MASK1, MASK_SETS, REPEAT, SAT,
+                      SOURCES, SRC0, SRC0_BLK, SRC0_REP, as_int64, new_row, set_register)
 
 
-def _dst_spans(op, dst, dst_rep, lanes, writes_empty_groups):
+def _dst_spans(dst, dst_rep, lanes, width, unit, writes_empty_groups):
     """Per-repeat byte ranges of the outputs actually written."""
     size = dst.dtype.itemsize
-    width, unit = reduce_geometry(op, size, lanes.epr)
     groups = lanes.epr // width
-
-    def written(mask):
-        hit = mask.reshape(groups, width).any(axis=1) | writes_empty_groups
-        return np.flatnonzero(hit)
-
     lo = np.zeros(lanes.repeats, dtype=np.int64)
     hi = np.zeros(lanes.repeats, dtype=np.int64)
     for r in range(lanes.repeats):
         mask = lanes.mask if r < lanes.full else np.arange(lanes.epr) < lanes.tail
-        k = written(mask)
+        k = np.flatnonzero(mask.reshape(groups, width).any(axis=1) | writes_empty_groups)
         base = dst.address + size * r * dst_rep * unit
         lo[r], hi[r] = (base + size * k[0], base + size * (k[-1] + 1)) if k.size else (base, base)
     return lo, hi
@@ -48,14 +42,15 @@ def _check_reads_before_writes(api, dlo, dhi, slo, shi):
                 f"bytes that repeat {k} reads ([{slo[k]}, {shi[k]}))")
 
 
-def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride,
-            is_set_mask):
-    core = dst.core
+def issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride,
+                 is_set_mask):
+    api = entry.name
+    core = getattr(src, "core", None)
+    operands = (("dst", dst), ("src", src))
+    check_local(api, "src", src, core, FLOAT_TYPES, operands)
     size = src.dtype.itemsize
-    dst_align = {BLOCK_REDUCE_SUM: 16 if size == 2 else 32, WHOLE_REDUCE_SUM: size,
-                 PAIR_REDUCE_SUM: 32}[op]
-    check_local(api, "src", src, core, FLOAT_TYPES)
-    check_local(api, "dst", dst, core, FLOAT_TYPES, align=dst_align)
+    width, unit, dst_align = entry.group.geometry(size)
+    check_local(api, "dst", dst, core, FLOAT_TYPES, operands, align=dst_align)
     if dst.dtype != src.dtype:
         raise InvalidArgumentError(f"{api}: dst dtype {dst.dtype.name} != src dtype {src.dtype.name}")
     repeat = check_range(api, "repeatTime", repeatTime, 0, 255)
@@ -65,41 +60,40 @@ def _reduce(api, op, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, src
     epr = 256 // size
     counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
-    family = FAMILY_ZERO if core.product.kernel_path == "regbase" else FAMILY_KEEP
+    empty = EMPTY_ZERO if core.product.kernel_path == "regbase" else EMPTY_KEEP
     check_inside(api, "src", src, footprint(src.address, size, s.blk, s.rep, lanes))
-    dlo, dhi = _dst_spans(op, dst, dst_rep, lanes, family == FAMILY_ZERO)
+    dlo, dhi = _dst_spans(dst, dst_rep, lanes, width, unit, empty == EMPTY_ZERO)
     written = dlo < dhi
     if written.any():
         check_inside(api, "dst", dst, (int(dlo[written].min()), int(dhi[written].max())))
     _check_reads_before_writes(api, dlo, dhi, *spans(src.address, size, s.blk, s.rep, lanes))
 
-    row = new_row()
-    row[OP], row[DT_DST], row[DT_SRC] = op, DTYPE_CODE[dst.dtype], DTYPE_CODE[src.dtype]
+    row = new_row(entry)
+    row[DT_DST], row[DT_SRC] = DTYPE_CODE[dst.dtype], DTYPE_CODE[src.dtype]
     row[DST], row[DST_REP] = dst.address, dst_rep
     row[SRC0], row[SRC0_BLK], row[SRC0_REP] = src.address, s.blk, s.rep
     row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
-    row[REPEAT], row[SAT], row[FAMILY] = repeat, core.sat_mode, family
+    row[REPEAT], row[SAT], row[SOURCES] = repeat, core.sat_mode, 1
+    row[EMPTY_GROUPS], row[GROUP_WIDTH], row[GROUP_UNIT] = empty, width, unit
     row[MASK_SETS] = int(is_set_mask)
-    issue_with_mask(core, api, row, (Operand("dst", dst, 1, dst_rep), s), register,
-                    core.mask_mode)
+    set_register(row, core.mask_mode, *register)
+    core.issue(row, (Operand("dst", dst, 1, dst_rep), s))
 
 
-def BlockReduceSum(dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride, *,
-                   is_set_mask=True):
-    """One sum per 32-byte block: 8 outputs per repeat; dstRepStride in units of 8 elements."""
-    _reduce("BlockReduceSum", BLOCK_REDUCE_SUM, dst, src, mask, repeatTime, dstRepStride,
-            srcBlkStride, srcRepStride, is_set_mask)
-
-
-def WholeReduceSum(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, *,
-                   is_set_mask=True):
-    """One sum per repeat; dstRepStride in elements. Note: mask comes before repeatTime."""
-    _reduce("WholeReduceSum", WHOLE_REDUCE_SUM, dst, src, mask, repeatTime, dstRepStride,
-            srcBlkStride, srcRepStride, is_set_mask)
-
-
-def PairReduceSum(dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride, *,
-                  is_set_mask=True):
-    """Sums of adjacent lane pairs: epr/2 outputs per repeat; dstRepStride in 128-byte units."""
-    _reduce("PairReduceSum", PAIR_REDUCE_SUM, dst, src, mask, repeatTime, dstRepStride,
-            srcBlkStride, srcRepStride, is_set_mask)
+def make_wrapper(entry):
+    """Ascend C's argument orders: WholeReduceSum takes the mask before repeatTime
+    (group.mask_first), the other two repeatTime first."""
+    api = entry.name
+    if entry.group.mask_first:
+        def wrapper(dst, src, mask, repeatTime, dstRepStride, srcBlkStride, srcRepStride, *,
+                    is_set_mask=True):
+            issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride,
+                         srcRepStride, is_set_mask)
+    else:
+        def wrapper(dst, src, repeatTime, mask, dstRepStride, srcBlkStride, srcRepStride, *,
+                    is_set_mask=True):
+            issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride,
+                         srcRepStride, is_set_mask)
+    wrapper.__name__ = wrapper.__qualname__ = api
+    wrapper.__doc__ = f"{api}: {entry.doc}; dstRepStride in units of the group's outputs."
+    return wrapper

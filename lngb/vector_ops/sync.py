@@ -1,8 +1,8 @@
-"""PipeBarrier, SetFlag, WaitFlag, SyncAll: recorded as events on the current core (spec §7.2)."""
-from ..errors import InvalidArgumentError
+"""PipeBarrier, SetFlag, WaitFlag, SyncAll: events on the current core (spec §7.2)."""
+from ..errors import HazardError, InvalidArgumentError
 from ..tensor import current_core
 from .checks import check_range, enum_arg
-from .program import PIPE_BARRIER, SYNC_ALL, event_row
+from .events import issue_event
 from .types import HardEvent, Pipe
 
 
@@ -11,7 +11,7 @@ def PipeBarrier(pipe):
     if pipe == Pipe.PIPE_S:
         raise InvalidArgumentError("PipeBarrier: PIPE_S is not allowed (use PIPE_V, PIPE_MTE2, "
                                    "PIPE_MTE3 or PIPE_ALL)")
-    current_core().issue("PipeBarrier", Pipe.PIPE_S, event_row(PIPE_BARRIER, pipe))
+    issue_event(current_core(), "PipeBarrier", pipe)
 
 
 def _event(api, event, event_id):
@@ -23,16 +23,20 @@ def _event(api, event, event_id):
 
 def SetFlag(event, event_id):
     core, event_id = _event("SetFlag", event, event_id)
-    core.set_flag(event, event_id)
+    issue_event(core, "SetFlag", event.src, event.dst, event_id, pipe=event.src)
 
 
 def WaitFlag(event, event_id):
     core, event_id = _event("WaitFlag", event, event_id)
-    core.wait_flag(event, event_id)
+    if not core.flags.get((event, event_id)):
+        error = HazardError if core.mode == "checked" else InvalidArgumentError
+        raise error(f"#{core.seq + 1} WaitFlag({event.name}, {event_id}) has no matching "
+                    "SetFlag: the device would wait forever")
+    issue_event(core, "WaitFlag", event.src, event.dst, event_id, pipe=event.dst)
 
 
 def SyncAll():
     """Every core of a multi-core operator waits here until all have arrived (AscendC::SyncAll);
     on this core it drains every pipe, like PipeBarrier(PIPE_ALL). The multi-core runner
-    (lngb.multicore) starts the next phase of any core only when all cores have issued it."""
-    current_core().issue("SyncAll", Pipe.PIPE_ALL, event_row(SYNC_ALL))
+    starts the next phase of any core only when all cores have issued it."""
+    issue_event(current_core(), "SyncAll")

@@ -1,25 +1,23 @@
-"""The mask / repeat / block-stride walk, written once (spec vector_unit.md §2.2, §2.4).
-
-Every vector kernel asks these helpers which lanes are active and where lane e of repeat r of an
-operand lives; the kernels themselves only say what happens to one lane.
+"""The geometry of an instruction row, written once (spec vector_unit.md §2.2, §2.4, §6): which
+lanes of which repeats are active, where lane e of repeat r of an operand lives, and where each
+DataCopy burst starts. The kernels, the footprint walk, the cost model and the GM checks all
+ask these functions; they are jitted and callable from Python alike.
 """
 from .._jit import njit
-from .program import BLOCK_REDUCE_SUM, COUNTER, MASK0, MASK1, REPEAT, WHOLE_REDUCE_SUM
+from .program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, COUNTER, DST, DST_GAP, DT_DST,
+                      DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, SRC0, SRC_GAP, UB_TO_GM,
+                      UB_TO_UB)
 
 
 @njit
-def reduce_geometry(op, size, epr):
-    """(lanes summed per output, outputs per unit of dstRepStride) of a reduction."""
-    if op == BLOCK_REDUCE_SUM:
-        return 32 // size, 8
-    if op == WHOLE_REDUCE_SUM:
-        return epr, 1
-    return 2, epr // 2  # PairReduceSum
+def dtype_size(code):
+    return 4 if code == F32 else 2
 
 
 @njit
-def lanes_per_repeat(dst_size, src_size):
-    return 256 // max(dst_size, src_size)
+def lanes_per_repeat(row):
+    """Lanes of one 256-byte repeat: set by the wider of the two types."""
+    return 256 // max(dtype_size(row[DT_DST]), dtype_size(row[DT_SRC]))
 
 
 @njit
@@ -65,3 +63,38 @@ def flat_count(row, epr):
     if full_low and full_high:
         return row[REPEAT] * epr
     return -1
+
+
+@njit
+def burst(row, i):
+    """(source byte, destination byte, bytes) of burst i of a DataCopy row."""
+    length = 32 * row[BLOCK_LEN]
+    return (row[SRC0] + i * (length + 32 * row[SRC_GAP]),
+            row[DST] + i * (length + 32 * row[DST_GAP]), length)
+
+
+@njit
+def burst_extent(block_count, block_len, gap):
+    """Bytes from the first to the last byte one side of a DataCopy touches."""
+    if block_count == 0 or block_len == 0:
+        return 0
+    return 32 * ((block_count - 1) * (block_len + gap) + block_len)
+
+
+@njit
+def copy_bytes(row):
+    return 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
+
+
+def gm_bursts(row):
+    """(is write, slot, [(start, end) byte range of each burst]) of a GM DataCopy row, else None
+    (for the GM checks and the multi-core plans; not jitted)."""
+    if row[KIND] != COPY or row[COPY_DIR] == UB_TO_UB or not row[BLOCK_COUNT]:
+        return None
+    write = row[COPY_DIR] == UB_TO_GM
+    spans = []
+    for i in range(row[BLOCK_COUNT]):
+        s, d, length = burst(row, i)
+        start = int(d if write else s)
+        spans.append((start, start + int(length)))
+    return write, int(row[GM_SLOT]), spans

@@ -1,20 +1,28 @@
-"""mode="checked": shadow memory of initialised UB bytes and V-pipe hazards.
+"""mode="checked": shadow memory of initialised UB bytes and V-pipe hazards, an observer of the
+core (lngb.core).
 
 Before an instruction executes, its exact read and write bytes (vector_ops.footprint, the same
 walk as the kernels) are checked: reading a byte nothing has written raises
 UninitializedReadError; on A2/A3/310P, touching bytes another vector instruction wrote or read
 since the last PipeBarrier(PIPE_V) raises HazardError (the 950 orders V after V in hardware).
-Nothing executes when a check fails.
+Nothing executes when a check fails. The check of a recorded program from a pristine core is
+kept (in the shared cache) and reused by later pristine runs of it.
 """
 import threading
 
 import numpy as np
 
-from .errors import HazardError, UninitializedReadError
-from .vector_ops.footprint import footprint
-from .vector_ops.program import (DST, EVENT_BASE, OP, PIPE_BARRIER, SET_FLAG, SRC0, SRC1,
-                                 SYNC_ALL, UNDEFINE, WAIT_FLAG)
-from .vector_ops.types import Pipe
+from ..errors import HazardError, UninitializedReadError
+from ..runtime.cache import Cache
+from ..vector_ops.footprint import footprint
+from ..vector_ops.program import DST, EVENT, KIND, OP, SRC0, SRC1
+from ..vector_ops.table import TABLE
+from ..vector_ops.types import HardEvent, Pipe
+
+OPCODES = {name: TABLE[name].opcode for name in ("PipeBarrier", "SyncAll", "Undefine", "SetFlag",
+                                                  "WaitFlag", "GetValue", "SetValue")}
+BARRIERS = (OPCODES["PipeBarrier"], OPCODES["SyncAll"])
+CHECKS = Cache("sanitizer checks")
 
 
 _SCRATCH = threading.local()
@@ -38,9 +46,15 @@ def _first_run(mask, offset):
 
 
 class Sanitizer:
-    def __init__(self, size, orders_v):
-        """`size`: the UB bytes (registers included); `orders_v`: the hardware orders V after V
-        (the Ascend 950), so there are no V hazards to find."""
+    """The checked-mode observer of one core."""
+
+    role = "sanitizer"
+
+    def __init__(self, core):
+        self.core = core
+        size = core.ub.size  # the UB bytes, registers included
+        # the Ascend 950 orders V after V in hardware: no V hazards to find there
+        self.orders_v = core.product.kernel_path == "regbase"
         self.initialised = np.zeros(size, dtype=bool)
         self._seqs = None  # last V instruction writing / reading each byte, made on first use
         self.last_v_barrier = 0
@@ -48,7 +62,6 @@ class Sanitizer:
         self.v_done_known = {}       # pipe -> the last V instruction it knows has completed
         self.flag_payloads = {}      # (src, dst, id) -> v_done_known carried by pending SetFlags
         self.pristine = True  # nothing checked or written yet: a recorded check may be reused
-        self.orders_v = orders_v
         self._bounds = np.zeros(2, dtype=np.int64)
 
     @property
@@ -88,32 +101,73 @@ class Sanitizer:
             if index.size:
                 self._seq_arrays()[which][index] = values
 
+    # --- the observer protocol ----------------------------------------------------------------
+    @property
+    def replays(self):
+        """A program's check is reused only from the pristine state it was made from."""
+        return self.pristine
+
     def host_write(self, start, nbytes):
         self.pristine = False
         self.initialised[start:start + nbytes] = True
 
-    def check_scalar_read(self, address, size, seq, source):
-        if not self.initialised[address:address + size].all():
-            raise UninitializedReadError(f"#{seq} GetValue ({source}) reads UB bytes "
-                                         f"[{address}, {address + size}) that nothing has written")
+    def check(self, record):
+        self.check_record(record, record.seq)
 
-    def check(self, record, seq):
+    def check_program(self, program):
+        """Sanitize a program on a pristine core; the outcome is reused by later pristine runs.
+        A program that leaves SetFlags nobody waits for is a hazard."""
+        checked = CHECKS.get(program.key) if program.key is not None else None
+        if checked is None:
+            start = self.snapshot()
+            try:
+                for record in program.records:
+                    self.check_record(record, record.seq)
+            except Exception:
+                self.restore(start)
+                raise
+            checked = self.snapshot()
+            if program.key is not None:
+                CHECKS.put(program.key, checked, _snapshot_bytes(checked))
+        else:
+            self.restore(checked)
+        flags = self.core.flags
+        left = {(HardEvent[e], i): n - flags.get((HardEvent[e], i), 0)
+                for (e, i), n in program.end_state[4]}
+        self.finish({k: n for k, n in left.items() if n > 0})
+
+    def retire_program(self, program):
+        pass
+
+    # --- checks -------------------------------------------------------------------------------
+    def check_record(self, record, seq):
         """Check one instruction or event before it executes, then update the shadow state."""
         self.pristine = False
         row = record.row
-        if row[OP] in (PIPE_BARRIER, SYNC_ALL):
-            if row[OP] == SYNC_ALL or row[DST] in (Pipe.PIPE_V, Pipe.PIPE_ALL):
+        op = row[OP]
+        if op in BARRIERS:
+            if op == OPCODES["SyncAll"] or row[DST] in (Pipe.PIPE_V, Pipe.PIPE_ALL):
                 self.last_v_barrier = seq
             return
-        if row[OP] == UNDEFINE:
+        if op == OPCODES["Undefine"]:
             self.initialised[row[DST]:row[DST] + row[SRC0]] = False
             return
-        if row[OP] == SET_FLAG:  # carries how far V is known complete to the waiting pipe
+        if op == OPCODES["GetValue"]:
+            address, size = row[DST], row[SRC0]
+            if not self.initialised[address:address + size].all():
+                raise UninitializedReadError(
+                    f"#{seq} GetValue ({record.source}) reads UB bytes [{address}, "
+                    f"{address + size}) that nothing has written")
+            return
+        if op == OPCODES["SetValue"]:
+            self.initialised[row[DST]:row[DST] + row[SRC0]] = True
+            return
+        if op == OPCODES["SetFlag"]:  # carries how far V is known complete to the waiting pipe
             src = row[DST]
             known = self.last_v_seq if src == Pipe.PIPE_V else self.v_done_known.get(src, 0)
             self.flag_payloads.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(known)
             return
-        if row[OP] == WAIT_FLAG:
+        if op == OPCODES["WaitFlag"]:
             pending = self.flag_payloads.get((row[DST], row[SRC0], row[SRC1]))
             known = pending.pop(0) if pending else 0
             dst = row[SRC0]
@@ -121,7 +175,7 @@ class Sanitizer:
             if dst == Pipe.PIPE_V:  # a V -> X -> V round trip orders V like a barrier
                 self.last_v_barrier = max(self.last_v_barrier, known)
             return
-        if row[OP] >= EVENT_BASE:
+        if row[KIND] == EVENT:
             return
         self._bounds[:] = (self.initialised.size, 0)
         read_flags, written_flags = _scratch(self.initialised.size)
@@ -173,3 +227,8 @@ class Sanitizer:
             names = ", ".join(f"SetFlag({event.name}, {event_id}) x{n}"
                               for (event, event_id), n in pending.items())
             raise HazardError(f"unpaired flags at the end of the kernel: {names} never waited for")
+
+
+def _snapshot_bytes(snapshot):
+    initialised, recent = snapshot[0], snapshot[1]
+    return initialised.nbytes + sum(i.nbytes + v.nbytes for i, v in recent) + 4096

@@ -9,9 +9,9 @@ waited for, as the TPipe destructor does.
 """
 import numpy as np
 
-from .errors import CapacityError, InvalidArgumentError
-from .tensor import LocalTensor
-from .vector_ops import HardEvent, SetFlag, WaitFlag
+from ..errors import CapacityError, InvalidArgumentError
+from ..tensor import LocalTensor
+from ..vector_ops import HardEvent, SetFlag, WaitFlag
 
 # GetQueEvt: (EnQue/DeQue event, FreeTensor/AllocTensor event) per queue position.
 QUEUE_EVENTS = {"VECIN": (HardEvent.MTE2_V, HardEvent.V_MTE2),

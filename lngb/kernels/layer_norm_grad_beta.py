@@ -4,18 +4,15 @@ A2/A3/310P run `_common_path` (counter mode, chunk loop, per-row Add accumulatio
 path's casts); the Ascend 950 runs `_regbase_path` (64-lane column blocks in vector registers).
 All checks happen before the first instruction, so a rejected call changes no byte.
 """
-import warnings
-
 import numpy as np
 
-from .errors import AlignmentError, InvalidArgumentError, LngbError, LngbWarning
-from .tensor import LocalTensor
+from ..errors import AlignmentError, InvalidArgumentError, LngbError
+from ..tensor import LocalTensor
+from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
+                          Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
+                          SetMaskCount, SetMaskNorm, SetVectorMask, UnaryRepeatParams)
+from ..vector_ops.events import issue_event
 from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
-from .vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
-                         Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode, SetMaskCount,
-                         SetMaskNorm, SetVectorMask, UnaryRepeatParams)
-from .vector_ops.program import UNDEFINE, event_row
-from .vector_ops.types import Pipe
 
 API = "LayerNormGradBeta"
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -56,8 +53,8 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
         dtype = inputDy.dtype
         if is_reuse_source and (dtype == F16 or core.product.kernel_path == "regbase"):
             why = "half inputs ignore it" if dtype == F16 else "the Ascend 950 kernel ignores it"
-            warnings.warn(f"{API}: The parameter of isReuseSource is true, may not be effective "
-                          f"({why}).", LngbWarning)
+            core.warn(f"{API}: The parameter of isReuseSource is true, may not be effective "
+                      f"({why}).")
         reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
         path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
         path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
@@ -66,11 +63,9 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
             # isReuseSource leaves inputDy (as documented) and resForGamma[0:oneCalSize] (what
             # CANN's kernel clobbers) undefined: the sanitizer catches later reads of either.
             for tensor, n in ((inputDy, inputDy.size), (resForGamma, tiling.oneCalSize)):
-                core.issue("Undefine", Pipe.PIPE_S,
-                           event_row(UNDEFINE, tensor.address, min(n, tensor.size) * 4))
+                issue_event(core, "Undefine", tensor.address, min(n, tensor.size) * 4)
 
-    key = (API, tuple((t.address, t.size, t.dtype.str, t.position) for _, t in tensors),
-           tiling.to_bytes(), bool(is_reuse_source), reuse_buffer)
+    key = (API, tuple(t for _, t in tensors), tiling, is_reuse_source, reuse_buffer)
     with core:
         core.run_recorded(key, kernel)
 
@@ -127,10 +122,10 @@ def _check(core, tensors, tiling, reuse_buffer):
                              f"multiple of 32 (H={h}, sizeof(T)={dtype.itemsize})")
     _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype)
     if core.product.kernel_path == "common":
-        _warn_if_not_cann_tiling(tiling, dtype)
+        _warn_if_not_cann_tiling(core, tiling, dtype)
 
 
-def _warn_if_not_cann_tiling(tiling, dtype):
+def _warn_if_not_cann_tiling(core, tiling, dtype):
     """The kernel uses the fields as given, as on the device; say so when they are not what the
     host tiling computes for this shape, type and buffer."""
     t = tiling
@@ -146,9 +141,9 @@ def _warn_if_not_cann_tiling(tiling, dtype):
         if not wrong:
             return
         reason = ", ".join(wrong)
-    warnings.warn(f"{API}: the tiling is not what GetLayerNormGradBetaNDTilingInfo computes for "
-                  f"{list(shape)}, typeSize {dtype.itemsize}, {4 * t.stackBufferSize} bytes: "
-                  f"{reason}. The kernel uses it as given.", LngbWarning)
+    core.warn(f"{API}: the tiling is not what GetLayerNormGradBetaNDTilingInfo computes for "
+              f"{list(shape)}, typeSize {dtype.itemsize}, {4 * t.stackBufferSize} bytes: "
+              f"{reason}. The kernel uses it as given.")
 
 
 def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):
@@ -243,9 +238,9 @@ def _compute_process_half(out_g, out_b, stack, t, rfg, dy, n, rows, h, clear):
 
 def _regbase_path(out_g, out_b, rfg, dy, stack, tiling, reuse):
     """64-lane column blocks in vector registers; accumulators start at +0.0. The temp buffer,
-    isReuseSource and the global mask register are not used by this kernel."""
+    isReuseSource and the global mask register are not used by this kernel (instructions on
+    vector registers take their masks as MaskRegs)."""
     core = dy.core
-    saved_mask = core.mask_mode, core.mask_high, core.mask_low
     h, rows = tiling.hLength, tiling.bsLength
     acc_g, acc_b, prod = (core.vreg(i, np.float32) for i in range(3))
     dy_r, rfg_r = core.vreg(3, np.float32), core.vreg(4, np.float32)
@@ -270,4 +265,3 @@ def _regbase_path(out_g, out_b, rfg, dy, stack, tiling, reuse):
         else:
             DataCopy(out_g[col], acc_g, lanes)
             DataCopy(out_b[col], acc_b, lanes)
-    core.mask_mode, core.mask_high, core.mask_low = saved_mask

@@ -10,7 +10,7 @@ import math
 import operator
 import struct
 
-from .errors import InvalidArgumentError, TilingError
+from ..errors import InvalidArgumentError, TilingError
 
 __all__ = ["LayerNormGradBetaTiling", "GetLayerNormGradBetaMaxMinTmpSize",
            "GetLayerNormGradBetaNDTilingInfo"]

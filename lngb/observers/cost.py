@@ -7,21 +7,21 @@ instructions in order, and pipes overlap except where PipeBarrier and SetFlag/Wa
 them.
 """
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .products import PRODUCTS, get_product
-from .vector_ops.program import (ADD, ADDS, BLOCK_COUNT, BLOCK_LEN, BLOCK_REDUCE_SUM, CAST,
-                                 COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB, COUNTER, DST,
-                                 DT_DST, DT_SRC, DUPLICATE, F16, MASK0, MASK1, MASK_SETS, MUL,
-                                 MULS, OP,
-                                 PAIR_REDUCE_SUM, PIPE_BARRIER, REPEAT, SCALAR_ACCESS, SET_FLAG,
-                                 SET_MASK, SRC0, SRC1, SUB, SYNC_ALL, UNDEFINE, WAIT_FLAG,
-                                 WHOLE_REDUCE_SUM)
-from .vector_ops.mask import MASK_APIS
-from .vector_ops.types import Pipe
+from ..products import PRODUCTS, get_product
+from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F16, MASK_SETS, OP,
+                                  REDUCE, SRC0, SRC1, UB_TO_UB)
+from ..vector_ops.program import PIPE as PIPE_COL
+from ..vector_ops.table import TABLE
+from ..vector_ops.types import Pipe
+from ..vector_ops.walk import copy_bytes, repeat_count
+
+# the jitted geometry's Python bodies: the cost model walks rows as Python lists
+_repeat_count = getattr(repeat_count, "py_func", repeat_count)
+_copy_bytes = getattr(copy_bytes, "py_func", copy_bytes)
 
 
 @dataclass(frozen=True)
@@ -60,35 +60,26 @@ CONSTANTS = {
                                       "round trip); no published figure", True),
     "clock_mhz": Constant({name: p.clock_mhz for name, p in PRODUCTS.items()},
                           "the products table: runtime ini / npu-smi clocks [S6][S7][S8][S9]"),
-    # Elements per cycle per core, (half, float) [S44]: Add-like instructions, Duplicate and pair
-    # reductions run one 256-byte repeat per cycle; half block and whole reductions and float
-    # whole reductions take 7 cycles per repeat.
-    "rates": Constant({ADD: (128, 64), SUB: (128, 64), MUL: (128, 64), ADDS: (128, 64),
-                       MULS: (128, 64), DUPLICATE: (128, 64), CAST: (64, 64),
-                       BLOCK_REDUCE_SUM: (128 / 7, 64), WHOLE_REDUCE_SUM: (128 / 7, 64 / 7),
-                       PAIR_REDUCE_SUM: (128, 64)}, "Vector instruction rates [S44]"),
+    # Elements per cycle per core, (half, float), of each vector instruction: its table entry's
+    # rate [S44] (Add-like instructions, Duplicate and pair reductions run one 256-byte repeat
+    # per cycle; half block and whole reductions and float whole reductions take 7 cycles per
+    # repeat).
+    "rates": Constant(None, "Vector instruction rates [S44], from the instruction table "
+                            "(lngb.vector_ops.table)"),
 }
 PER_PRODUCT = ("gm_bytes_per_cycle", "gm_total_bytes_per_cycle", "clock_mhz")
-REDUCTIONS = (BLOCK_REDUCE_SUM, WHOLE_REDUCE_SUM, PAIR_REDUCE_SUM)
-COPIES = (COPY_GM_TO_UB, COPY_UB_TO_GM, COPY_UB_TO_UB)
-OP_NAMES = {ADD: "Add", SUB: "Sub", MUL: "Mul", ADDS: "Adds", MULS: "Muls",
-            DUPLICATE: "Duplicate", CAST: "Cast", BLOCK_REDUCE_SUM: "BlockReduceSum",
-            WHOLE_REDUCE_SUM: "WholeReduceSum", PAIR_REDUCE_SUM: "PairReduceSum",
-            COPY_GM_TO_UB: "DataCopy", COPY_UB_TO_GM: "DataCopy", COPY_UB_TO_UB: "DataCopy",
-            PIPE_BARRIER: "PipeBarrier", SET_FLAG: "SetFlag", WAIT_FLAG: "WaitFlag",
-            SET_MASK: "SetVectorMask", SCALAR_ACCESS: "GetValue/SetValue", SYNC_ALL: "SyncAll"}
-PIPE_OF = {COPY_GM_TO_UB: Pipe.PIPE_MTE2, COPY_UB_TO_GM: Pipe.PIPE_MTE3}
 WORK_PIPES = (Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3)
 
 
-def repeats(row):
-    """Repeats an element-wise or reduction row executes."""
+def table_rates():
+    """{instruction name: (half, float) elements per cycle} of every rated table entry."""
+    return {e.name: e.rate for e in TABLE.entries if e.rate is not None}
+
+
+def vector_elements(row):
+    """Lanes an element-wise or reduction row sweeps: repeats x lanes per repeat."""
     epr = 256 // (4 if (row[DT_DST] != F16 or row[DT_SRC] != F16) else 2)
-    if row[OP] in REDUCTIONS:
-        epr = 256 // (2 if row[DT_DST] == F16 else 4)
-    if row[COUNTER]:
-        return math.ceil(row[MASK0] / epr), epr
-    return (row[REPEAT] if (row[MASK0] or row[MASK1]) else 0), epr
+    return _repeat_count(row, epr) * epr
 
 
 @dataclass
@@ -137,19 +128,19 @@ class CostModel:
                              f"{sorted(CONSTANTS)}")
         self.values = {name: (c.value[self.product.name] if name in PER_PRODUCT else c.value)
                        for name, c in CONSTANTS.items()}
+        self.values["rates"] = table_rates()
         self.values.update(overrides)
 
     def instruction_cycles(self, row):
         """Cycles an instruction occupies its pipe (events: 0)."""
-        op = row[OP]
+        entry = TABLE.by_opcode[int(row[OP])]
         v = self.values
-        if op in v["rates"]:
-            n, epr = repeats(row)
-            rate = v["rates"][op][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
-            return float(n * epr / rate)
-        if op in COPIES:
-            nbytes = 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
-            if op == COPY_UB_TO_UB:
+        if entry.cost_rule == "rate":
+            rate = v["rates"][entry.name][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
+            return float(vector_elements(row) / rate)
+        if entry.cost_rule == "copy":
+            nbytes = int(_copy_bytes(row))
+            if row[COPY_DIR] == UB_TO_UB:
                 return float(nbytes / v["ub_copy_bytes_per_cycle"])
             if nbytes == 0:
                 return 0.0
@@ -167,20 +158,20 @@ class CostModel:
         gm = _SharedPort()
         timeline, instructions = [], 0
         for index, row in enumerate(np.asarray(rows).tolist()):  # Python ints: fast to index
-            op = row[OP]
-            name = MASK_APIS[row[SRC1]] if op == SET_MASK else OP_NAMES.get(op, str(op))
-            if op == UNDEFINE:
+            entry = TABLE.by_opcode[row[OP]]
+            rule, name = entry.cost_rule, entry.name
+            if rule == "none":
                 continue  # a declaration for the sanitizer, not a device instruction
-            if op in (SET_MASK, SCALAR_ACCESS):
-                cycles = v["mask_setup_cycles"] if op == SET_MASK else v["scalar_access_cycles"]
+            if rule in ("mask", "scalar"):
+                cycles = v["mask_setup_cycles"] if rule == "mask" else v["scalar_access_cycles"]
                 timeline.append(Span(index, name, "PIPE_S", t_s, t_s + cycles))
                 t_s += cycles
                 continue
-            if op < PIPE_BARRIER:  # the call's own mask setup runs on the scalar unit first
+            if entry.is_instruction:  # the call's own mask setup runs on the scalar unit first
                 t_s += v["mask_setup_cycles"] * row[MASK_SETS]
             dispatch, t_s = t_s, t_s + v["issue_cycles"]
-            if op in (PIPE_BARRIER, SYNC_ALL):  # SyncAll: this core's side, a PIPE_ALL barrier
-                every = op == SYNC_ALL or row[DST] == Pipe.PIPE_ALL
+            if rule in ("barrier", "sync_all"):  # SyncAll: this core's side, a PIPE_ALL barrier
+                every = rule == "sync_all" or row[DST] == Pipe.PIPE_ALL
                 pipes = WORK_PIPES if every else (Pipe(row[DST]),)
                 after = max(done[p] for p in pipes) + v["barrier_drain_cycles"]
                 for p in pipes:
@@ -188,12 +179,12 @@ class CostModel:
                 if every:  # the scalar unit waits too
                     t_s = max(t_s, after)
                 timeline.append(Span(index, name, "PIPE_S", dispatch, dispatch + v["issue_cycles"]))
-            elif op == SET_FLAG:
+            elif rule == "set_flag":
                 src = Pipe(row[DST])
                 when = t_s if src == Pipe.PIPE_S else max(done[src], ready[src], dispatch)
                 flags.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(when)
                 timeline.append(Span(index, name, src.name, when, when))
-            elif op == WAIT_FLAG:
+            elif rule == "wait_flag":
                 dst = Pipe(row[SRC0])
                 pending = flags.get((row[DST], row[SRC0], row[SRC1]))
                 when = pending.pop(0) if pending else dispatch
@@ -204,17 +195,17 @@ class CostModel:
                 timeline.append(Span(index, name, dst.name, when, when))
             else:
                 instructions += 1
-                pipe = PIPE_OF.get(op, Pipe.PIPE_V)
+                pipe = Pipe(row[PIPE_COL])
                 start = max(dispatch, free[pipe], ready[pipe])
                 cycles = self.instruction_cycles(row)
-                if op in (COPY_GM_TO_UB, COPY_UB_TO_GM) and cycles:
+                if rule == "copy" and row[COPY_DIR] != UB_TO_UB and cycles:
                     # MTE2 and MTE3 share the core's GM bandwidth: after its setup, a transfer
                     # takes the first time the port is free for its whole duration.
                     setup = v["copy_setup_cycles"]
                     start = gm.book(start + setup, cycles - setup) - setup
                 end = start + cycles
                 free[pipe] = end
-                latency = v["reduce_latency_cycles"] if op in REDUCTIONS else 0.0
+                latency = v["reduce_latency_cycles"] if entry.family.kind == REDUCE else 0.0
                 done[pipe] = max(done[pipe], end + latency)
                 timeline.append(Span(index, name, pipe.name, start, end))
         total = max([t_s, *done.values()])
@@ -247,7 +238,7 @@ def constants_table():
     for name, c in CONSTANTS.items():
         mark = " (UNCONFIRMED)" if c.unconfirmed else ""
         if name == "rates":
-            value = "; ".join(f"{OP_NAMES[op]} {h:g}/{f:g}" for op, (h, f) in c.value.items())
+            value = "; ".join(f"{op} {h:g}/{f:g}" for op, (h, f) in table_rates().items())
             value = f"elements/cycle half/float: {value}"
         elif isinstance(c.value, dict):
             value = ", ".join(f"{k}: {x}" for k, x in c.value.items())
@@ -255,3 +246,61 @@ def constants_table():
             value = f"{c.value:g}"
         lines.append(f"| {name} | {value} | {c.source}{mark} |")
     return "\n".join(lines)
+
+
+# --- the cost of a multi-core operator ---------------------------------------------------------
+
+@dataclass
+class OperatorCost:
+    """Modelled device time of the operator: the slowest core of phase 1, SyncAll, the slowest
+    core of phase 2; `per_core[c]` = (phase 1 Cost, phase 2 Cost)."""
+    cycles: float
+    microseconds: float
+    phases: tuple
+    per_core: list
+    clock_mhz: float
+    gm_bytes_per_cycle: tuple  # what each core's MTE2/MTE3 got in each phase
+
+    def to_chrome_trace(self):
+        """One process per core, one row per pipe; times in microseconds."""
+        events = []
+        start2 = self.phases[0] + self.phases[1]
+        for c, costs in enumerate(self.per_core):
+            for offset, cost in zip((0.0, start2), costs):
+                for event in cost.to_chrome_trace()["traceEvents"]:
+                    event = dict(event, pid=c)
+                    if event["ph"] == "X":
+                        event["ts"] += offset / self.clock_mhz
+                    events.append(event)
+            events.append({"ph": "M", "pid": c, "name": "process_name",
+                           "args": {"name": f"core {c}"}})
+        return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def operator_cost(product, core_rows, **overrides):
+    """Each core's streams through CostModel, with the GM bandwidth shared: a core's MTE2/MTE3
+    get min(its own rate, the chip's GM rate / the cores active in the phase)."""
+    product = get_product(product)
+    sync = overrides.pop("sync_all_cycles", CONSTANTS["sync_all_cycles"].value)
+    total_rate = overrides.pop("gm_total_bytes_per_cycle",
+                               CONSTANTS["gm_total_bytes_per_cycle"].value[product.name])
+    own_rate = overrides.pop("gm_bytes_per_cycle",
+                             CONSTANTS["gm_bytes_per_cycle"].value[product.name])
+    per_core = [[None, None] for _ in core_rows]
+    phase_cycles, rates = [], []
+    for phase in range(2):
+        active = [c for c, rows in enumerate(core_rows) if len(rows[phase])] or [0]
+        rate = min(own_rate, total_rate / len(active))
+        rates.append(rate)
+        model = CostModel(product, gm_bytes_per_cycle=rate, **overrides)
+        seen = {}
+        for c, rows in enumerate(core_rows):
+            key = rows[phase].tobytes()
+            if key not in seen:
+                seen[key] = model.estimate(rows[phase])
+            per_core[c][phase] = seen[key]
+        phase_cycles.append(max(per_core[c][phase].cycles for c in range(len(core_rows))))
+        clock = model.values["clock_mhz"]
+    cycles = phase_cycles[0] + sync + phase_cycles[1]
+    return OperatorCost(cycles, cycles / clock, (phase_cycles[0], sync, phase_cycles[1]),
+                        [tuple(p) for p in per_core], clock, tuple(rates))

@@ -11,12 +11,11 @@ import shlex
 
 import numpy as np
 
-from .errors import LngbError
-from .host import SampleKernel
-from .trace import _footprint_scratch
-from .vector_ops.footprint import footprint
-from .vector_ops.kernels import execute
-from .vector_ops.types import MaskMode
+from ..errors import LngbError
+from ..host import prepare_operator, sample_kernel
+from ..record import clear_footprint, footprint_flags
+from ..vector_ops.types import MaskMode
+from .trace import format_record
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "u8": np.uint8, "i32": np.int32}
 
@@ -28,13 +27,14 @@ class Debugger:
     `breakpoints` (instruction names) and `watchpoints` (UB byte ranges) stop `run`."""
 
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
-        kernel = SampleKernel(input_dy, res_for_gamma, **emulate_options)
+        kernel, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma, **emulate_options)
         self._start(kernel.core, kernel, kernel.gms, kernel.tensors,
-                    lambda: (kernel.pd_gamma.copy(), kernel.pd_beta.copy()))
+                    lambda: (pd_gamma.copy(), pd_beta.copy()))
 
     def _start(self, core, body, gms, tensors, results):
         self.core, self.gms, self.tensors, self._results = core, gms, tensors, results
         program = core.record(body, gms)
+        core.bind_gms(gms)
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
         self.breakpoints, self.watchpoints = set(), []
@@ -117,11 +117,7 @@ class Debugger:
 
     def _execute_next(self):
         record = self.records[self.pc]
-        if self.core.sanitizer is not None:
-            self.core.sanitizer.check(record, record.seq)
-        execute(self.core.ub, self.gms, self.rows[self.pc:self.pc + 1])
-        self.core.mask_mode, self.core.mask_high, self.core.mask_low = record.mask_after
-        self.core.seq += 1
+        self.core.retire(record)
         self.pc += 1
         self.executed.append(record)
         return record
@@ -141,12 +137,11 @@ class OperatorDebugger:
 
     def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
                  sat_mode=None):
-        from .multicore import prepare_operator
         run = prepare_operator(input_dy, res_for_gamma, product, block_dim, "fast", sat_mode)
         self.tiling, self.output = run.tiling, run.output
         self.debuggers = []
         for c, (core, gms) in enumerate(zip(run.cores, run.gms)):
-            kernel = run.kernel(c)
+            kernel = run.kernel(c)  # recorded below, never run live
             dbg = _CoreDebugger.__new__(_CoreDebugger)
             dbg.owner, dbg.index = self, c
             dbg._start(core, lambda k=kernel: list(k.Process()), gms, kernel.tensors,
@@ -198,12 +193,9 @@ class _CoreDebugger(Debugger):
 
 def _writes(row, start, end):
     """Whether an instruction row writes any UB byte in [start, end)."""
-    read, written = _footprint_scratch()
-    bounds = np.array([read.size, 0], dtype=np.int64)
-    footprint(row, read, written, bounds)
+    read, written, lo, hi = footprint_flags(row)
     hit = bool(written[start:end].any())
-    lo, hi = int(bounds[0]), int(bounds[1])
-    read[lo:hi] = written[lo:hi] = 0
+    clear_footprint(read, written, lo, hi)
     return hit
 
 
@@ -224,7 +216,6 @@ class DebugShell(cmd.Cmd):
         self.stdout.write(text + "\n")
 
     def show(self, records):
-        from .trace import format_record
         for record in records:
             self.say(format_record(record))
 

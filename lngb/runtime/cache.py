@@ -1,0 +1,161 @@
+"""Cache keys and the one byte budget every cache of lngb shares.
+
+`cache_key(*parts)` turns call arguments into a key that is equal only for equal values of the
+same type: floats by bit pattern (so 0.0 and -0.0, or two NaN payloads, differ), and bool,
+float, numpy scalar and int tagged apart (so 1, True, 1.0 and np.int64(1) are four keys). Objects
+it does not know raise `Uncacheable`, and the caller runs uncached.
+
+`STORE` holds every cached value with its size in bytes; when the total passes the limit the
+least recently used entries go, whichever cache they belong to. The limit is 256 MiB unless the
+environment variable LNGB_CACHE_MB says otherwise; `set_cache_limit(nbytes)` changes it and
+`clear_caches()` empties every cache.
+"""
+import dataclasses
+import enum
+import os
+import struct
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+
+DEFAULT_LIMIT = 256 << 20
+
+
+class Uncacheable(Exception):
+    """A part of a key has no value-exact form: the call runs without the cache."""
+
+
+def cache_key(*parts):
+    return tuple(_exact(p) for p in parts)
+
+
+def _exact(value):
+    kind = type(value)
+    if kind is int or kind is str or value is None:
+        return value  # nothing else hashes equal to them once floats and bools are tagged
+    if kind is float:
+        return ("float", struct.pack("<d", value))
+    if kind is bool:
+        return ("bool", value)
+    if kind is tuple or kind is list:
+        return (kind.__name__, *(_exact(v) for v in value))
+    if isinstance(value, np.generic):
+        return (value.dtype.str, value.tobytes())
+    if isinstance(value, np.dtype):
+        return ("dtype", value.str)
+    if isinstance(value, enum.Enum):
+        return (kind.__qualname__, _exact(value.value))
+    if isinstance(value, bytes):
+        return ("bytes", value)
+    exact = getattr(value, "cache_key", None)
+    if exact is not None:
+        return exact()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (kind.__qualname__,
+                *(_exact(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    raise Uncacheable(f"a {kind.__name__} has no value-exact cache key")
+
+
+def _limit_from_environment():
+    text = os.environ.get("LNGB_CACHE_MB")
+    if text is None:
+        return DEFAULT_LIMIT
+    try:
+        megabytes = float(text)
+    except ValueError:
+        megabytes = -1.0
+    if not megabytes >= 0:
+        raise InvalidArgumentError(f"LNGB_CACHE_MB must be a number of megabytes >= 0, got "
+                                   f"{text!r}")
+    return int(megabytes * (1 << 20))
+
+
+class Store:
+    """Values of every cache, least recently used first, with their sizes; thread-safe."""
+
+    def __init__(self, limit):
+        self._entries = OrderedDict()  # (cache, key) -> (value, nbytes)
+        self._lock = threading.Lock()
+        self.nbytes = 0
+        self.limit = limit
+
+    def get(self, cache, key):
+        with self._lock:
+            entry = self._entries.get((cache, key))
+            if entry is None:
+                return None
+            self._entries.move_to_end((cache, key))
+            return entry[0]
+
+    def put(self, cache, key, value, nbytes):
+        """Keep `value` unless it alone is larger than the limit; evict to stay within it."""
+        with self._lock:
+            old = self._entries.pop((cache, key), None)
+            if old is not None:
+                self.nbytes -= old[1]
+            if nbytes <= self.limit:
+                self._entries[cache, key] = (value, nbytes)
+                self.nbytes += nbytes
+            self._evict()
+        return value
+
+    def set_limit(self, nbytes):
+        with self._lock:
+            self.limit = nbytes
+            self._evict()
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self.nbytes = 0
+
+    def info(self):
+        """{cache name: (entries, bytes)}."""
+        with self._lock:
+            out = {}
+            for (cache, _), (_, nbytes) in self._entries.items():
+                entries, total = out.get(cache, (0, 0))
+                out[cache] = (entries + 1, total + nbytes)
+            return out
+
+    def _evict(self):
+        while self.nbytes > self.limit:
+            _, (_, nbytes) = self._entries.popitem(last=False)
+            self.nbytes -= nbytes
+
+
+STORE = Store(_limit_from_environment())
+
+
+def set_cache_limit(nbytes):
+    """The byte budget all of lngb's caches share (default 256 MiB, env LNGB_CACHE_MB)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise InvalidArgumentError(f"set_cache_limit: nbytes must be an integer >= 0, got "
+                                   f"{nbytes!r}")
+    STORE.set_limit(int(nbytes))
+
+
+def clear_caches():
+    """Empty every cache (recorded programs, plans, tilings, validated calls)."""
+    STORE.clear()
+
+
+def cache_info():
+    """{cache name: (entries, bytes)} of what the caches hold now, and the limit under 'limit'."""
+    return {**STORE.info(), "limit": STORE.limit}
+
+
+class Cache:
+    """One named cache in the shared store."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def get(self, key):
+        return STORE.get(self.name, key)
+
+    def put(self, key, value, nbytes):
+        return STORE.put(self.name, key, value, nbytes)

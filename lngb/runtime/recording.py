@@ -1,0 +1,144 @@
+"""Validate a whole kernel body, then run it; in fast mode, replay it.
+
+`record(core, body, gms)` is the dry run: every instruction of `body()` is validated and its row
+collected, nothing executes, and the core's state is left as it was. `run_recorded` keeps the
+Program in the byte-bounded cache (`cache.STORE`) and replays it with one jitted call on every
+later call with the same key and core state.
+"""
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, warn
+from ..vector_ops.program import GM_SLOTS, N_COLS
+from .cache import Cache, Uncacheable, cache_key
+
+NO_GM = np.zeros(0, dtype=np.uint8)
+PROGRAMS = Cache("programs")
+LIVE = Cache("live kernels")   # keys of kernels that use scalar accesses: they always run live
+RECORD_BYTES = 400  # a TraceRecord with its row view and operand tuple, measured (tracemalloc)
+
+
+class ScalarAccess(Exception):
+    """GetValue/SetValue during a dry run: the body depends on UB data, so it runs live."""
+
+
+@dataclass
+class Program:
+    """A recorded instruction stream (events included), the core state it leaves behind, the
+    GM buffer sizes it was recorded with and the warnings its body raised."""
+    rows: np.ndarray
+    records: list   # a TraceRecord per row, for traces, checks and stepping
+    end_state: tuple
+    gm_sizes: tuple
+    warnings: tuple
+    key: Any = field(default=None, compare=False)   # its cache key, once cached
+
+    @property
+    def nbytes(self):
+        return self.rows.nbytes + RECORD_BYTES * len(self.records) + 1024
+
+
+class Recorder:
+    def __init__(self):
+        self.rows, self.records, self.warnings = [], [], []
+
+    def add(self, row, record):
+        self.rows.append(row)
+        self.records.append(record)
+
+    def warn(self, message):
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+
+def pad_gms(gms):
+    gms = tuple(gms)
+    if len(gms) > GM_SLOTS:
+        raise InvalidArgumentError(f"run_recorded: at most {GM_SLOTS} GM buffers, got {len(gms)}")
+    return gms + (NO_GM,) * (GM_SLOTS - len(gms))
+
+
+def record(core, body, gms=()):
+    """The dry run: validate every instruction of `body` and collect its rows, executing
+    nothing; the core's state is left as it was. On an error the warnings raised so far are
+    passed on. A body that uses GetValue/SetValue cannot be recorded (ScalarAccess)."""
+    gms = pad_gms(gms)
+    core.acquire()
+    start, start_seq = core.state(), core.seq
+    core.recorder, core.seq = Recorder(), 0   # records are numbered from 1
+    recorder = core.recorder
+    try:
+        with core.binding(gms):
+            body()
+    except ScalarAccess:
+        raise
+    except Exception:
+        for message in recorder.warnings:
+            warn(message)
+        raise
+    finally:
+        core.recorder = None
+        end = core.state()
+        core.set_state(start)
+        core.seq = start_seq
+        core.release()
+    rows = np.array(recorder.rows, dtype=np.int64).reshape(-1, N_COLS)
+    for i, r in enumerate(recorder.records):
+        r.row = rows[i]   # a view: the program holds each row once
+    return Program(rows, recorder.records, end, tuple(g.size for g in gms),
+                   tuple(recorder.warnings))
+
+
+def run_recorded(core, key, body, gms=()):
+    """Run a data-independent kernel `body()` all or nothing: every instruction is validated
+    (a dry run that records the rows) before the first one executes, so a rejected body
+    changes neither the UB nor the core's state.
+
+    In fast and checked mode the Program is cached under `key` plus the core's product,
+    saturation mode, reserve and state, and later calls replay it with one jitted call. `key`
+    must determine the instruction stream. `gms` lists the GM byte arrays the DataCopy
+    instructions use (at most GM_SLOTS); a replay takes new arrays of the same sizes in the same
+    order. Warnings the body raised are raised again on every call. Kernels run live, one
+    instruction at a time, inside an enclosing recording, in observed mode, while an observer
+    needs every instruction (a hook; the sanitizer once it holds state), when `key` has no
+    value-exact form, and when they read or write the UB from the scalar unit."""
+    if core.recorder is not None:
+        body()  # part of an enclosing recording
+        return
+    gms = pad_gms(gms)
+    try:
+        full_key = cache_key(key, core.product.name, core.sat_mode, core.reserved_bytes,
+                             core.state())
+    except Uncacheable:
+        full_key = None
+    if (full_key is None or core.mode == "observed" or not core.replays
+            or LIVE.get(full_key)):
+        _live(core, body, gms)
+        return
+    program = PROGRAMS.get(full_key)
+    if program is None:
+        try:
+            program = record(core, body, gms)
+        except ScalarAccess:  # the body reads or writes the UB from the scalar unit
+            LIVE.put(full_key, True, 256)
+            _live(core, body, gms)
+            return
+        program.key = full_key
+        PROGRAMS.put(full_key, program, program.nbytes)
+    for message in program.warnings:
+        warn(message)
+    if tuple(g.size for g in gms) != program.gm_sizes:
+        raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
+                                   f"bytes, the program was recorded with {program.gm_sizes}")
+    core.replay(program, gms)
+
+
+def _live(core, body, gms):
+    core.acquire()
+    try:
+        with core.binding(gms):
+            body()
+    finally:
+        core.release()

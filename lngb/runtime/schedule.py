@@ -1,0 +1,238 @@
+"""Running a multi-core kernel: live, core by core, or planned once and replayed on threads.
+
+A kernel (lngb.kernels.multicore) issues every instruction inside `runner.step(fn, *args,
+at=...)`: fn may depend only on its arguments, `at` (the GM byte base of each slot) and the state
+of the core, its TPipe and `kernel.member`. `Live` runs each step as it comes (observed and
+checked modes). `plan` records each distinct step once per state (a `Planner` per core, sharing
+one `Recorded`) and lists each core's schedule of (program, GM bases) per phase; `replay` runs
+every core's schedule in one jitted, GIL-free call (`kernels.run_schedule`) on `threads` OS
+threads. Results do not depend on the thread count: each core has its own UB.
+"""
+import itertools
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OutOfBoundsError, warn
+from ..tensor import LocalTensor
+from ..vector_ops.program import DST, GM_SLOTS, SRC0
+from ..vector_ops.table import TABLE
+from ..vector_ops.walk import gm_bursts
+from .cache import Cache, cache_key
+from .recording import pad_gms
+
+PLANS = Cache("operator plans")
+
+
+def run_phases(kernels):
+    """Phase 1 of every core, then (after SyncAll) phase 2 of every core, in core order."""
+    runs = [k.Process() for k in kernels]
+    for run in runs:
+        next(run)
+    for kernel, run in zip(kernels, runs):
+        kernel.run.phase = 1
+        next(run, None)
+
+
+class Live:
+    """Steps execute as they are issued (observed and checked modes)."""
+
+    def __init__(self, core, gms):
+        self.core, self.gms, self.phase = core, pad_gms(gms), 0
+
+    def step(self, fn, *args, at=(0, 0, 0, 0)):
+        with self.core, self.core.binding(self.gms):
+            fn(*args, at=at)
+
+
+@dataclass
+class Step:
+    program: int
+    end: tuple  # (core state, pipe state, members) after the step
+
+
+class Planner:
+    """Records each distinct step of a core once, keyed by (step, arguments, state), and lists
+    the core's schedule of (program, GM bases) per phase. Programs are shared by all cores."""
+
+    def __init__(self, recorded):
+        self.recorded = recorded  # the Recorded shared by every core of the plan
+        self.schedule = ([], [])
+        self.phase = 0   # 1 once the kernel is past SyncAll (set by run_phases)
+
+    def attach(self, core, kernel):
+        self.core, self.kernel = core, kernel
+
+    def state(self):
+        pipe = getattr(self.kernel, "pipe", None)
+        return (self.core.state(), pipe.state() if pipe is not None else None,
+                tuple((k, v.address, v.size, v.dtype.str, v.position)
+                      for k, v in self.kernel.member.items()))
+
+    def step(self, fn, *args, at=(0, 0, 0, 0)):
+        key = cache_key(fn.__name__, args, self.state())
+        entry = self.recorded.steps.get(key)
+        if entry is None:
+            entry = self.recorded.steps[key] = self.recorded.record(self.core, self.kernel, fn,
+                                                                    args, at)
+        else:
+            self.restore(entry.end)
+        self.recorded.check_bounds(entry.program, at, self.kernel.gms)
+        self.schedule[self.phase].append((entry.program, *at))
+
+    def restore(self, end):
+        core_state, pipe_state, members = end
+        self.core.set_state(core_state)
+        if pipe_state is not None:
+            self.kernel.pipe.set_state(pipe_state)
+        self.kernel.member = {k: LocalTensor(self.core, address, size, dtype, position=position)
+                              for k, (address, size, dtype, position) in members.items()}
+
+
+def prefetch_points(bursts):
+    """Offsets 64 bytes apart, plus each burst's last byte, so that every host cache line of the
+    bursts holds one point whatever the alignment of the GM base they are added to."""
+    for start, end in bursts:
+        yield from range(start, end - 1, 64)
+        yield end - 1
+
+
+class Recorded:
+    """The programs of a plan: rows with GM offsets relative to the step's bases."""
+
+    def __init__(self):
+        self.steps = {}
+        self.programs = []    # row arrays
+        self.extents = []     # per program: GM bytes used past each slot's base
+        self.points = []      # per program: (slot, offset) points, one per GM line it reads
+        self.warnings = []
+
+    def record(self, core, kernel, fn, args, at):
+        def body():
+            with core:
+                fn(*args, at=at)
+        program = core.record(body, kernel.gms)
+        self.warnings.extend(m for m in program.warnings if m not in self.warnings)
+        rows = program.rows.copy()
+        extent, points = [0] * GM_SLOTS, []
+        for row in rows:
+            bursts = gm_bursts(row)
+            if bursts is None:
+                continue
+            write, slot, _ = bursts
+            col = DST if write else SRC0
+            row[col] -= at[slot]
+            if row[col] < 0:
+                raise RuntimeError(f"{fn.__name__}: a GM access lies before the step's base")
+            write, slot, spans = gm_bursts(row)
+            extent[slot] = max(extent[slot], spans[-1][1])
+            if not write:
+                points.extend((slot, point) for point in prefetch_points(spans))
+        self.programs.append(rows)
+        self.extents.append(tuple(extent))
+        self.points.append(np.array(points, dtype=np.int64).reshape(-1, 2))
+        core.set_state(program.end_state)
+        pipe = getattr(kernel, "pipe", None)
+        end = (program.end_state, pipe.state() if pipe is not None else None,
+               {k: (t.address, t.size, t.dtype, t.position) for k, t in kernel.member.items()})
+        return Step(len(self.programs) - 1, end)
+
+    def check_bounds(self, program, at, gms):
+        for slot, extent in enumerate(self.extents[program]):
+            if extent and at[slot] + extent > gms[slot].size:
+                raise OutOfBoundsError(f"a replayed step would access GM slot {slot} bytes up "
+                                       f"to {at[slot] + extent} of {gms[slot].size}")
+
+
+@dataclass
+class Plan:
+    rows: np.ndarray      # every step program, concatenated
+    starts: np.ndarray    # program p is rows[starts[p]:starts[p + 1]]
+    points: np.ndarray    # each program's prefetch points (prefetch_points), concatenated
+    point_starts: np.ndarray
+    programs: list
+    schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
+    end_states: list      # per core: the core's state after the kernel
+    warnings: tuple
+
+    @property
+    def nbytes(self):
+        return (2 * self.rows.nbytes + self.points.nbytes
+                + sum(s.nbytes for p in self.schedules for s in p) + 4096)
+
+
+def plan(key, cores, make_kernel):
+    """The Plan of a kernel on `cores` (cached under `key`, which must determine it):
+    make_kernel(c, runner) builds core c's kernel."""
+    key = cache_key(key, cores[0].sat_mode, cores[0].reserved_bytes)
+    cached = PLANS.get(key)
+    if cached is not None:
+        return cached
+    recorded, planners, kernels = Recorded(), [], []
+    for c, core in enumerate(cores):
+        planner = Planner(recorded)
+        kernel = make_kernel(c, planner)
+        planner.attach(core, kernel)
+        planners.append(planner)
+        kernels.append(kernel)
+    run_phases(kernels)
+    starts = np.cumsum([0] + [len(p) for p in recorded.programs]).astype(np.int64)
+    point_starts = np.cumsum([0] + [len(x) for x in recorded.points]).astype(np.int64)
+    schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
+                 for p in planners]
+    result = Plan(np.concatenate(recorded.programs), starts, np.concatenate(recorded.points),
+                  point_starts, recorded.programs, schedules, [core.state() for core in cores],
+                  tuple(recorded.warnings))
+    return PLANS.put(key, result, result.nbytes)
+
+
+def replay(plan, cores, gms, threads):
+    """Every core's schedule, phase by phase, on `threads` threads; the plan's warnings are
+    raised once in the calling thread."""
+    for message in plan.warnings:
+        warn(message)
+    run_schedule = TABLE.kernels.run_schedule
+    for phase in range(2):
+        jobs = [(core, pad_gms(g), s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
+                if len(s[phase])]
+        in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
+    lengths = np.diff(plan.starts)
+    for core, state, s in zip(cores, plan.end_states, plan.schedules):
+        core.retired_in_bulk(int(sum(lengths[x[:, 0]].sum() for x in s)), state)
+
+
+def _run_schedule(plan, run_schedule, core, gms, schedule):
+    core.acquire()
+    try:
+        run_schedule(core.ub, *gms, plan.rows, plan.starts, plan.points, plan.point_starts,
+                     schedule)
+    finally:
+        core.release()
+
+
+def in_parallel(jobs, threads, run):
+    """run(job) for every job on `threads` threads (this one included), each taking the next
+    job when it is free; the first error is raised once all have stopped."""
+    if threads == 1 or len(jobs) <= 1:
+        for job in jobs:
+            run(job)
+        return
+    next_job, errors = itertools.count(), []
+
+    def worker():
+        for i in next_job:  # itertools.count hands out each index once, even across threads
+            if i >= len(jobs) or errors:
+                return
+            try:
+                run(jobs[i])
+            except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
+                errors.append(err)
+    helpers = [threading.Thread(target=worker) for _ in range(min(threads, len(jobs)) - 1)]
+    for helper in helpers:
+        helper.start()
+    worker()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]

@@ -1,0 +1,250 @@
+"""The instruction table: one declarative entry per instruction and event.
+
+An entry says what the rest of lngb needs to know about an instruction: its Ascend C name, its
+family (which gives the call form, the kernel that runs it, the footprint rule and the cost
+rule), its pipe, the dtypes it takes, its cost rate and, for element-wise instructions, its lane
+function (`lanes.py`). The wrappers, the executor's dispatch, the footprint walk, the cost
+model, the trace and the tests read it. Opcodes are handed out in table order.
+
+Adding an instruction = its entry (in BUILTIN, or `TABLE.register(entry)` at run time) + its
+lane function + its golden rows in the tests. The executor for the table as it is
+(`TABLE.kernels`: `execute`, `run_schedule`) lives in a small module generated from the table
+into a file, so that Numba can cache it (see `_generate`).
+"""
+import hashlib
+import importlib.util
+import os
+import pathlib
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from . import binary, cast, copy, duplicate, lanes, reduce, scalar
+from .program import COPY, ELEMENTWISE, EVENT, REDUCE
+from .types import Pipe
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+SAME_FLOAT = ((F16, F16), (F32, F32))   # (dst, src) dtype pairs
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the instructions of one family share."""
+    name: str
+    kind: int                 # the kernel that runs its rows (program.KIND)
+    sources: int = 0          # vector sources read
+    footprint: str = "none"   # the footprint rule (vector_ops.footprint)
+    cost: str = "rate"        # the cost rule (observers.cost)
+    make_wrapper: Optional[Callable] = None   # entry -> the Ascend C call form
+
+
+BINARY = Family("binary", ELEMENTWISE, 2, "lanes", "rate", binary.make_wrapper)
+SCALAR = Family("scalar", ELEMENTWISE, 1, "lanes", "rate", scalar.make_wrapper)
+DUPLICATE = Family("duplicate", ELEMENTWISE, 0, "lanes", "rate", duplicate.make_wrapper)
+CAST = Family("cast", ELEMENTWISE, 1, "lanes", "rate", cast.make_wrapper)
+REDUCTION = Family("reduce", REDUCE, 1, "groups", "rate", reduce.make_wrapper)
+DATA_COPY = Family("copy", COPY, 1, "bursts", "copy", copy.make_wrapper)
+EVENTS = Family("event", EVENT)   # each event entry names its cost rule
+
+
+@dataclass(frozen=True)
+class Instruction:
+    name: str
+    family: Family
+    lane: Any = None               # element-wise: the jitted lane function (lanes.py)
+    dtypes: tuple = SAME_FLOAT     # (dst, src) dtype pairs it takes
+    rate: Optional[tuple] = None   # elements per cycle (half, float) on the vector unit
+    pipe: Optional[int] = Pipe.PIPE_V   # None: resolved per call (DataCopy, SetFlag, WaitFlag)
+    cost: Optional[str] = None     # the cost rule, if not the family's
+    group: Any = None              # reductions: a Grouping
+    doc: str = ""
+    opcode: int = field(default=0, compare=False)
+
+    @property
+    def cost_rule(self):
+        return self.cost or self.family.cost
+
+    @property
+    def is_instruction(self):
+        return self.family.kind != EVENT
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """A reduction's groups: geometry(element size) -> (lanes per output, outputs per unit of
+    dstRepStride, dst alignment in bytes); mask_first: Ascend C puts the mask before repeatTime."""
+    geometry: Callable
+    mask_first: bool = False
+
+
+BLOCKS = Grouping(lambda size: (32 // size, 8, 16 if size == 2 else 32))
+WHOLE = Grouping(lambda size: (256 // size, 1, size), mask_first=True)
+PAIRS = Grouping(lambda size: (2, 128 // size, 32))
+
+
+BUILTIN = (
+    Instruction("Add", BINARY, lanes.add, rate=(128, 64), doc="dst = src0 + src1"),
+    Instruction("Sub", BINARY, lanes.sub, rate=(128, 64), doc="dst = src0 - src1"),
+    Instruction("Mul", BINARY, lanes.mul, rate=(128, 64), doc="dst = src0 * src1"),
+    Instruction("Adds", SCALAR, lanes.adds, rate=(128, 64), doc="dst = src + scalar"),
+    Instruction("Muls", SCALAR, lanes.muls, rate=(128, 64), doc="dst = src * scalar"),
+    Instruction("Duplicate", DUPLICATE, lanes.duplicate, rate=(128, 64), doc="dst = scalar"),
+    Instruction("Cast", CAST, lanes.convert, dtypes=((F32, F16), (F16, F32)), rate=(64, 64),
+                doc="dst = src converted (half <-> float)"),
+    # half block and whole reductions and float whole reductions: 7 cycles per repeat [S44]
+    Instruction("BlockReduceSum", REDUCTION, rate=(128 / 7, 64), group=BLOCKS,
+                doc="one sum per 32-byte block"),
+    Instruction("WholeReduceSum", REDUCTION, rate=(128 / 7, 64 / 7), group=WHOLE,
+                doc="one sum per repeat"),
+    Instruction("PairReduceSum", REDUCTION, rate=(128, 64), group=PAIRS,
+                doc="sums of adjacent lane pairs"),
+    Instruction("DataCopy", DATA_COPY, pipe=None, doc="GM <-> UB and UB -> UB bursts"),
+    Instruction("PipeBarrier", EVENTS, pipe=Pipe.PIPE_S, cost="barrier"),
+    Instruction("SetFlag", EVENTS, pipe=None, cost="set_flag"),
+    Instruction("WaitFlag", EVENTS, pipe=None, cost="wait_flag"),
+    Instruction("SetMaskCount", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
+    Instruction("SetMaskNorm", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
+    Instruction("SetVectorMask", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
+    Instruction("ResetMask", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
+    Instruction("GetValue", EVENTS, pipe=Pipe.PIPE_S, cost="scalar"),
+    Instruction("SetValue", EVENTS, pipe=Pipe.PIPE_S, cost="scalar"),
+    # no device instruction: declares UB bytes undefined (e.g. what isReuseSource clobbers)
+    Instruction("Undefine", EVENTS, pipe=Pipe.PIPE_S, cost="none"),
+    Instruction("SyncAll", EVENTS, pipe=Pipe.PIPE_ALL, cost="sync_all"),
+)
+
+
+class Table:
+    """The entries by name and by opcode, the wrappers, and the generated dispatcher."""
+
+    def __init__(self, entries):
+        self._lock = threading.RLock()
+        self.entries = []
+        self.by_name = {}
+        self.by_opcode = {}
+        self._wrappers = {}
+        self._kernels = None
+        self._next_opcode = 1   # never reused: cached rows keep the opcode they were made with
+        for entry in entries:
+            self.register(entry)
+
+    def register(self, entry):
+        """Add an instruction; returns its wrapper (None for events)."""
+        with self._lock:
+            if entry.name in self.by_name:
+                raise InvalidArgumentError(f"instruction {entry.name!r} is already in the table")
+            if entry.family.kind == ELEMENTWISE and entry.lane is None:
+                raise InvalidArgumentError(f"{entry.name}: an element-wise instruction needs a "
+                                           "lane function")
+            entry = replace(entry, opcode=self._next_opcode)
+            self._next_opcode += 1
+            self.entries.append(entry)
+            self.by_name[entry.name] = self.by_opcode[entry.opcode] = entry
+            self._kernels = None
+            if entry.family.make_wrapper is None:
+                return None
+            wrapper = self._wrappers[entry.name] = entry.family.make_wrapper(entry)
+            return wrapper
+
+    def unregister(self, name):
+        with self._lock:
+            entry = self.by_name.pop(name)
+            self.entries.remove(entry)
+            del self.by_opcode[entry.opcode]
+            self._wrappers.pop(name, None)
+            self._kernels = None
+
+    def __getitem__(self, name):
+        return self.by_name[name]
+
+    def wrapper(self, name):
+        return self._wrappers[name]
+
+    def instruction_names(self):
+        return tuple(e.name for e in self.entries if e.is_instruction)
+
+    @property
+    def kernels(self):
+        """The generated module of the table as it is now: `execute(ub, gms, rows)` and
+        `run_schedule(...)` (vector_ops.kernels.make_executor)."""
+        kernels = self._kernels
+        if kernels is None:
+            with self._lock:
+                if self._kernels is None:
+                    self._kernels = _load(_generate(self.entries))
+                kernels = self._kernels
+        return kernels
+
+
+def _lane_import(entry):
+    function = getattr(entry.lane, "py_func", entry.lane)
+    module, name = function.__module__, function.__qualname__
+    if "." in name or getattr(sys.modules.get(module), name, None) is not entry.lane:
+        raise InvalidArgumentError(f"{entry.name}: the lane function must be a module-level "
+                                   f"jitted function (got {module}.{name})")
+    return f"from {module} import {name} as lane_{entry.opcode}"
+
+
+def _generate(entries):
+    """The source of the table's executor: `elementwise(f32, u16, row)`, an if-chain from
+    opcode to the walk built for that instruction's lane, and cached entry points around
+    make_executor(elementwise)."""
+    chain = [e for e in entries if e.family.kind == ELEMENTWISE]
+    lines = ['"""Generated by lngb.vector_ops.table from the instruction table; do not edit."""',
+             "from lngb._jit import njit",
+             "from lngb.vector_ops.kernels import make_executor, make_walk",
+             "from lngb.vector_ops.program import OP",
+             *(_lane_import(e) for e in chain), "",
+             *(f"walk_{e.opcode} = make_walk(lane_{e.opcode})" for e in chain), "", "",
+             "@njit", "def elementwise(f32, u16, row):", "    op = row[OP]"]
+    for k, e in enumerate(chain):
+        lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}",
+                  f"        walk_{e.opcode}(f32, u16, row)"]
+    args = "ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, schedule"
+    lines += ["", "", "_execute, _run_schedule = make_executor(elementwise)", "", "",
+              "@njit", "def execute(ub, gms, program):", "    _execute(ub, gms, program)", "", "",
+              "@njit", f"def run_schedule({args}):", f"    _run_schedule({args})"]
+    return "\n".join(lines) + "\n"
+
+
+def _generated_dirs():
+    if os.environ.get("LNGB_GENERATED_DIR"):
+        yield pathlib.Path(os.environ["LNGB_GENERATED_DIR"])
+    yield pathlib.Path(__file__).parent / "__pycache__" / "generated"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    yield pathlib.Path(base) / "lngb"
+    yield pathlib.Path(tempfile.gettempdir()) / f"lngb-{os.getuid() if hasattr(os, 'getuid') else 0}"
+
+
+def _load(source):
+    """Import the generated source from a file named by its hash (written once, atomically, and
+    never rewritten, so Numba's disk cache of it stays valid)."""
+    name = "lngb_kernels_" + hashlib.sha1(source.encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    for directory in _generated_dirs():
+        path = directory / f"{name}.py"
+        try:
+            if not path.exists() or path.read_text() != source:
+                directory.mkdir(parents=True, exist_ok=True)
+                fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+                with os.fdopen(fd, "w") as f:
+                    f.write(source)
+                os.replace(temporary, path)
+        except OSError:
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    raise OSError("lngb: no writable directory for the generated instruction dispatcher (set "
+                  "LNGB_GENERATED_DIR)")
+
+
+TABLE = Table(BUILTIN)
