@@ -43,7 +43,7 @@ def main():
     import numpy as np
     import lngb
     x = np.random.default_rng(0).standard_normal((4, 8, 512)).astype(np.float32)
-    times = {mode: median_us(lambda: lngb.emulate(x, x, mode=mode))
+    times = {mode: median_us(lambda mode=mode: lngb.emulate(x, x, mode=mode))
              for mode in ("fast", "observed", "checked")}
     records = len(lngb.emulate(x, x, mode="observed").core.trace)
     print(f"[4,8,512] float: fast {times['fast']:.1f} us, checked {times['checked']:.1f} us "

@@ -94,8 +94,8 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
         for k, index in enumerate(picks):
             progress.update(k, len(picks), "measuring")
             row = fitting[index]
-            run = lambda: emulate(dy, rfg, product=product.name,
-                                  stack_buffer_size=row.stack_buffer_size)
+            run = lambda size=row.stack_buffer_size: emulate(dy, rfg, product=product.name,
+                                                             stack_buffer_size=size)
             run()
             number = max(1, int(0.002 / max(timeit.timeit(run, number=1), 1e-7)))
             times = sorted(timeit.repeat(run, number=number, repeat=repeat))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import lngb
-from lngb.cost import CONSTANTS, CostModel, constants_table
+from lngb.cost import CostModel, constants_table
 from lngb.sweeps import format_table, sweep, write_csv
-from lngb.vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, BinaryRepeatParams, Cast,
+from lngb.vector_ops import (PIPE_V, Add, Cast,
                              DataCopy, PipeBarrier, RoundMode, WholeReduceSum)
 
 

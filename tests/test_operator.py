@@ -1,5 +1,4 @@
 """LayerNormGradBeta and emulate() against the independent oracle in tests/naive.py."""
-import warnings
 
 import numpy as np
 import pytest

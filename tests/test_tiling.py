@@ -47,7 +47,8 @@ MAX_MIN = [
 
 
 @pytest.mark.parametrize("reuse", [False, True])
-@pytest.mark.parametrize("row", TABLE, ids=lambda r: f"{list(r[0])}-{'half' if r[1] == 2 else 'float'}-{r[2]}B")
+@pytest.mark.parametrize("row", TABLE,
+                         ids=lambda r: f"{list(r[0])}-{'half' if r[1] == 2 else 'float'}-{r[2]}B")
 def test_worked_examples(row, reuse):
     shape, ts, buf, sb, one, loop, tail, tail_rows, tail_pos, bs_cur, pos = row
     B, S, H = shape

@@ -51,7 +51,7 @@ class LayerNormGradBetaTiling:
         return struct.pack(_FMT, *values)
 
     @classmethod
-    def from_bytes(cls, b) -> "LayerNormGradBetaTiling":
+    def from_bytes(cls, b) -> LayerNormGradBetaTiling:
         """Inverse of ``to_bytes``; needs exactly 80 bytes (spec §1)."""
         try:
             data = memoryview(b).tobytes()

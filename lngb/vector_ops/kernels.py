@@ -16,7 +16,7 @@ from .half import float_to_half, narrow_rint, widen
 from .lanes import add
 from .program import (BLOCK_COUNT, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, ELEMENTWISE,
                       EMPTY_GROUPS, EVENT, EMPTY_ZERO, F32, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
-                      KIND, OP, REDUCE, ROUND, SAT, SCALAR, SOURCES, SRC0, SRC0_BLK, SRC0_REP,
+                      KIND, REDUCE, ROUND, SAT, SCALAR, SOURCES, SRC0, SRC0_BLK, SRC0_REP,
                       SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
 from .types import RoundMode
 from .walk import (burst, contiguous, dtype_size, flat_count, lane_active, lane_index,
