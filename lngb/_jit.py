@@ -39,8 +39,3 @@ else:
             return context.get_dummy_value()
         return types.void(array, types.intp), codegen
 
-
-def njit_closure(func):
-    """njit for the closures the kernel factories build (Numba cannot cache a closure itself;
-    the generated module's top-level functions that call it are cached)."""
-    return njit(func, cache=False)

@@ -280,7 +280,11 @@ class AICore:
         delta = FLAG_DELTA.get(int(row[OP]))
         if delta is not None:
             key = (HardEvent((Pipe(int(row[DST])), Pipe(int(row[SRC0])))), int(row[SRC1]))
-            self.flags[key] = self.flags.get(key, 0) + delta
+            count = self.flags.get(key, 0) + delta
+            if count:
+                self.flags[key] = count
+            else:
+                del self.flags[key]  # as a replay leaves it: pending flags only
 
     def replay(self, program, gms):
         """Retire a recorded program in one jitted call (its observers take it whole)."""
@@ -370,6 +374,22 @@ class AICore:
         mode, self.mask_high, self.mask_low, self.allocated, flags = state
         self.mask_mode = MaskMode(mode)
         self.flags = {(HardEvent[e], i): n for (e, i), n in flags}
+
+    def start_recording(self, recorder):
+        """Collect the rows issued from now on in `recorder` instead of retiring them; the
+        core's state advances as if they had, and its records are numbered from 1."""
+        self.acquire()
+        self._before_recording = self.state(), self.seq
+        self.recorder, self.seq = recorder, 0
+
+    def stop_recording(self):
+        """The state the recorded rows leave; the core is back as it was before them."""
+        end = self.state()
+        state, self.seq = self._before_recording
+        self.set_state(state)
+        self.recorder = None
+        self.release()
+        return end
 
     # --- kernels ----------------------------------------------------------------------------
     def run_recorded(self, key, body, gms=()):

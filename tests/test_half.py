@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from lngb.errors import InvalidArgumentError
-from lngb.vector_ops.half import (HALF_TO_FLOAT_TABLE, float_array_to_half, float_to_half,
-                                  half_array_to_float, half_to_float)
+from lngb.vector_ops.half import (float_array_to_half, float_to_half, half_array_to_float,
+                                  half_to_float, narrow_array_rint, widen_array)
 from lngb.vector_ops.types import RoundMode
 
 R = RoundMode
@@ -218,8 +218,25 @@ def test_half_to_float_all_patterns():
         assert np.array_equal(got[snan], want[snan] | 0x400000)
         got[snan] = want[snan]
     assert np.array_equal(got, want)
-    assert np.array_equal(HALF_TO_FLOAT_TABLE.view(np.uint32), want)
-    assert HALF_TO_FLOAT_TABLE.dtype == np.float32 and HALF_TO_FLOAT_TABLE.shape == (65536,)
+
+
+def test_the_branch_free_widening_of_the_kernels_all_patterns():
+    """widen (the kernels' half loads, and Cast half -> float) gives numpy's bits for every
+    pattern, NaN payloads included."""
+    out = np.empty(65536, np.float32)
+    widen_array(out, ALL_HALF_BITS)
+    assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
+
+
+@pytest.mark.parametrize("name", SET_NAMES)
+@pytest.mark.parametrize("saturate", [False, True])
+def test_the_branch_free_narrowing_of_the_kernels(name, saturate):
+    """narrow_rint (the kernels' half stores with CAST_RINT / CAST_NONE) gives float_to_half's
+    bits for every input of every set."""
+    x = SETS[name]
+    out = np.empty(x.size, np.uint16)
+    narrow_array_rint(out, x, saturate)
+    assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
 
 
 # ---------------------------------------------------------------- 2. RNE vs numpy

@@ -18,7 +18,6 @@ from lngb.pipe import TBuf, TPipe, TQue
 from lngb.host import prepare_operator
 from lngb.runtime import schedule as scheduling
 from lngb.vector_ops import HardEvent
-from lngb.vector_ops.kernels import make_executor
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST, EVENT, GM_SLOT,
                                      GM_TO_UB, KIND, SRC0, SRC1, SRC_GAP, UB_TO_GM)
 from lngb.vector_ops.table import TABLE
@@ -703,28 +702,27 @@ def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, 
                     == {(slot, (base + x) // 64) for slot, x in points})
 
 
-def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step():
+def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(monkeypatch):
     """During step i, run_schedule prefetches step i + 1's points at step i + 1's bases (nothing
     during a core's last step), at most ceil(points / instructions) after each instruction."""
     dy, rfg = inputs((1, 24, 4096), np.float32, seed_of("prefetch order"))
     run = prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
     plan = scheduling.plan(("prefetch order", run.tiling), run.cores, run.kernel)
+    kernels = TABLE.kernels   # the generated executor; its Python functions, spied on
+    python = {name: getattr(getattr(kernels, name), "py_func", getattr(kernels, name))
+              for name in ("run_schedule", "execute", "fetch_ahead")}
     calls, steps, bursts = [], [], []
-
-    def spying(function):  # a pure-Python executor whose steps and bursts are logged
-        if function.__name__ == "execute":
-            return lambda *args: (steps.append((len(calls), len(bursts))), function(*args))[1]
-        if function.__name__ == "fetch_ahead":
-            return lambda ahead: (function(ahead), bursts.append(len(calls)))[0]
-        return function
-    _, run_schedule = make_executor(TABLE.kernels.elementwise, jit=spying,
-                                    prefetch=lambda array, offset: calls.append(
-                                        array.ctypes.data + offset))
+    monkeypatch.setattr(kernels, "prefetch", lambda array, offset: calls.append(
+        array.ctypes.data + offset))
+    monkeypatch.setattr(kernels, "execute", lambda *args: (
+        steps.append((len(calls), len(bursts))), python["execute"](*args)))
+    monkeypatch.setattr(kernels, "fetch_ahead", lambda ahead: (
+        python["fetch_ahead"](ahead), bursts.append(len(calls))))
     for core, gms, schedules in zip(run.cores, run.gms, plan.schedules):
         for schedule in schedules:
             del calls[:], steps[:], bursts[:]
-            run_schedule(core.ub, *gms, plan.rows, plan.starts, plan.points, plan.point_starts,
-                         schedule)
+            python["run_schedule"](core.ub, *gms, plan.rows, plan.starts, plan.points,
+                                   plan.point_starts, schedule)
             steps.append((len(calls), len(bursts)))
             for i, (p, *_) in enumerate(schedule):
                 want = []

@@ -65,10 +65,8 @@ def record(core, body, gms=()):
     nothing; the core's state is left as it was. On an error the warnings raised so far are
     passed on. A body that uses GetValue/SetValue cannot be recorded (ScalarAccess)."""
     gms = pad_gms(gms)
-    core.acquire()
-    start, start_seq = core.state(), core.seq
-    core.recorder, core.seq = Recorder(), 0   # records are numbered from 1
-    recorder = core.recorder
+    recorder = Recorder()
+    core.start_recording(recorder)
     try:
         with core.binding(gms):
             body()
@@ -79,11 +77,7 @@ def record(core, body, gms=()):
             warn(message)
         raise
     finally:
-        core.recorder = None
-        end = core.state()
-        core.set_state(start)
-        core.seq = start_seq
-        core.release()
+        end = core.stop_recording()
     rows = np.array(recorder.rows, dtype=np.int64).reshape(-1, N_COLS)
     for i, r in enumerate(recorder.records):
         r.row = rows[i]   # a view: the program holds each row once

@@ -13,10 +13,6 @@ HALF_MAX_BITS = 0x7BFF  # 65504
 HALF_INF_BITS = 0x7C00
 TWO_POW_M24 = np.float32(2.0 ** -24)
 
-# Same values as half_to_float, built independently by numpy, for table-lookup kernels.
-HALF_TO_FLOAT_TABLE = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
-HALF_TO_FLOAT_TABLE.flags.writeable = False  # jitted kernels freeze it as a constant
-
 
 @njit
 def half_to_float(bits):

@@ -1,0 +1,500 @@
+"""The runtime: the instruction table, the one retire point and its hooks, value-exact cache
+keys, the byte-bounded caches, threads, and the layering of the package."""
+import ast
+import pathlib
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import numba
+import numpy as np
+import pytest
+from conftest import garbage_ub
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lngb
+from lngb import InvalidArgumentError, LngbWarning
+from lngb.runtime.cache import STORE, Store, Uncacheable, cache_key
+from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, Cast, Duplicate,
+                             MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetVectorMask, Sub)
+from lngb.vector_ops.table import BINARY, TABLE, Instruction
+
+LNGB = pathlib.Path(lngb.__file__).parent
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+NO_JIT = numba.config.DISABLE_JIT
+
+
+# --- the instruction table ---------------------------------------------------------------------
+
+def test_every_instruction_entry_names_its_footprint_and_cost():
+    for entry in TABLE.entries:
+        if entry.is_instruction:
+            assert entry.family.footprint in ("lanes", "groups", "bursts"), entry.name
+            assert entry.cost_rule in ("rate", "copy"), entry.name
+            if entry.cost_rule == "rate":
+                assert len(entry.rate) == 2 and min(entry.rate) > 0, entry.name
+        else:
+            assert entry.cost_rule in ("barrier", "set_flag", "wait_flag", "mask", "scalar",
+                                       "sync_all", "none"), entry.name
+    opcodes = [e.opcode for e in TABLE.entries]
+    assert len(set(opcodes)) == len(opcodes) and 0 not in opcodes
+
+
+def test_the_cost_model_reads_the_rates_of_the_table():
+    rates = lngb.CostModel("atlas-a2").values["rates"]
+    assert rates == {e.name: e.rate for e in TABLE.entries if e.rate is not None}
+
+
+@numba.njit
+def add_square(a, b, s):
+    """The toy instruction's lane: a * a + b, each step rounded to fp32."""
+    return np.float32(a * a) + b
+
+
+@pytest.fixture
+def toy():
+    wrapper = lngb.vector_ops.register_instruction(
+        Instruction("AddSquare", BINARY, add_square, rate=(128, 64), doc="dst = src0^2 + src1"))
+    yield wrapper
+    lngb.vector_ops.unregister_instruction("AddSquare")
+
+
+def toy_oracle(a, b, dtype):
+    with np.errstate(all="ignore"):
+        return (np.float32(a.astype(F32) * a.astype(F32)) + b.astype(F32)).astype(dtype)
+
+
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_a_toy_instruction_added_through_the_table_alone(toy, mode, dtype):
+    """An entry and a lane function: the count form, the mask form with strides, a recorded
+    kernel (replayed in fast mode), the trace, the sanitizer and the cost model all take it."""
+    core = lngb.AICore("atlas-a2", mode=mode)
+    rng = np.random.default_rng(5)
+    n = 520
+    a, b, c, d = (core.alloc(n, dtype) for _ in range(4))
+    x, y = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    a.write(x)
+    b.write(y)
+    toy(c, a, b, n)
+    assert np.array_equal(c.read(), toy_oracle(x, y, dtype))
+    barrier(core)
+    toy(c, a, b, n)  # again: the count-form memo (fast mode) gives the same bits
+    assert np.array_equal(c.read(), toy_oracle(x, y, dtype))
+    epr = 256 // dtype.itemsize
+    barrier(core)
+    toy(d, a, b, epr // 2, 2, BinaryRepeatParams(1, 1, 1, 16, 8, 8))  # every other repeat
+    want = d.read()
+    for r in range(2):
+        lanes = slice(r * epr, r * epr + epr // 2)
+        out = slice(2 * r * epr, 2 * r * epr + epr // 2)
+        want[out] = toy_oracle(x[lanes], y[lanes], dtype)
+    assert np.array_equal(d.read(), want)
+
+    def kernel():
+        barrier(core)
+        toy(c, b, a, n)
+        barrier(core)
+    for _ in range(2):
+        core.run_recorded(("toy kernel", mode, dtype), kernel)
+        assert np.array_equal(c.read(), toy_oracle(y, x, dtype))
+    if mode != "fast":
+        assert [r.name for r in core.trace if r.is_instruction].count("AddSquare") == 5
+        first = next(r for r in core.trace if r.name == "AddSquare")
+        assert lngb.CostModel().instruction_cycles(first.row) == -(-n // epr) * epr / (
+            128 if dtype == F16 else 64)
+
+
+def barrier(core):
+    with core:
+        PipeBarrier(lngb.vector_ops.PIPE_V)
+
+
+def test_the_table_refuses_what_it_cannot_run(toy):
+    with pytest.raises(InvalidArgumentError, match="already in the table"):
+        lngb.vector_ops.register_instruction(Instruction("AddSquare", BINARY, add_square))
+    with pytest.raises(InvalidArgumentError, match="needs a lane function"):
+        lngb.vector_ops.register_instruction(Instruction("NoLane", BINARY))
+
+
+# --- the retire point and hooks ------------------------------------------------------------------
+
+def small_core(mode="fast"):
+    core = lngb.AICore("atlas-a2", mode=mode)
+    a, b = core.alloc(256, F32), core.alloc(256, F32)
+    a.write(np.arange(256, dtype=F32))
+    b.write(np.ones(256, F32))
+    return core, a, b
+
+
+def kernel_of(core, a, b):
+    def kernel():
+        with core:
+            Add(b, a, b, 256)
+            PipeBarrier(lngb.vector_ops.PIPE_V)
+            Muls(b, b, 2.0, 256)
+    return kernel
+
+
+def test_a_hook_sees_every_retired_record_as_the_trace_holds_it():
+    observed, oa, ob = small_core("observed")
+    fast, fa, fb = small_core("fast")
+    seen = []
+    handle = fast.register_hook(seen.append)
+    for core, a, b in ((observed, oa, ob), (fast, fa, fb)):
+        Add(b, a, b, 256)
+        Add(b, a, b, 256)              # a repeated count-form call: not skipped by the memo
+        core.run_recorded("hooked kernel", kernel_of(core, a, b))
+        core.run_recorded("hooked kernel", kernel_of(core, a, b))   # runs live while hooked
+    assert [r.name for r in seen] == [r.name for r in observed.trace]
+    assert [r.row.tolist() for r in seen] == [r.row.tolist() for r in observed.trace]
+    assert [r.seq for r in seen] == list(range(1, len(seen) + 1)) and fast.seq == len(seen)
+    assert np.array_equal(fast.ub, observed.ub)
+    handle.remove()
+    handle.remove()  # again: nothing
+    Add(fb, fa, fb, 256)
+    fast.run_recorded("hooked kernel", kernel_of(fast, fa, fb))
+    assert len(seen) == observed.seq and fast.last_program is not None  # replayed again
+
+
+def test_an_exception_in_a_hook_stops_the_kernel_with_the_state_consistent():
+    core, a, b = small_core()
+    calls = []
+
+    def stop_at_the_second(record):
+        calls.append(record.name)
+        if len(calls) == 2:
+            raise RuntimeError("stop here")
+    core.register_hook(stop_at_the_second)
+    with pytest.raises(RuntimeError, match="stop here"):
+        core.run_recorded("stopped kernel", kernel_of(core, a, b))
+    assert calls == ["Add", "PipeBarrier"] and core.seq == 2   # the barrier retired, no Muls
+    assert np.array_equal(b.read(), np.arange(256, dtype=F32) + 1)
+    assert core.mask_mode == MaskMode.NORMAL and core.mask_low == (1 << 64) - 1
+
+
+def test_the_retire_point_advances_the_same_state_on_every_path():
+    x = np.random.default_rng(1).standard_normal((2, 8, 64)).astype(np.float32)
+    results = [lngb.emulate(x, x, mode=mode) for mode in ("fast", "fast", "observed", "checked")]
+    for r in results:
+        assert r.core.seq == len(r.rows) and r.core.flags == results[0].core.flags
+        assert (r.core.mask_mode, r.core.mask_high, r.core.mask_low) == (
+            results[0].core.mask_mode, results[0].core.mask_high, results[0].core.mask_low)
+    dbg = lngb.debug.Debugger(x, x)
+    dbg.run()
+    assert dbg.core.seq == len(results[0].rows)
+    assert dbg.mask == (results[0].core.mask_mode, results[0].core.mask_high,
+                        results[0].core.mask_low)
+    operator = lngb.emulate_operator(x, x, block_dim=2)
+    for c, core in enumerate(operator.cores):
+        assert core.seq == len(operator.rows[c])
+
+
+def test_recorded_and_live_rows_are_the_same_rows():
+    x = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+    live = lngb.emulate(x, x, trace=True).trace
+    recorded = lngb.debug.Debugger(x, x).records
+    assert [r.row.tolist() for r in recorded] == [r.row.tolist() for r in live]
+
+
+def test_only_the_core_writes_its_state():
+    """seq, the mask register and the flags change in lngb/core.py alone (its retire point)."""
+    writers = []
+    for path in LNGB.rglob("*.py"):
+        if path.name == "core.py" and path.parent == LNGB:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                       else [])
+            for t in targets:
+                for leaf in ast.walk(t):
+                    if (isinstance(leaf, ast.Attribute) and leaf.attr in (
+                            "mask_mode", "mask_high", "mask_low", "seq", "flags")
+                            and not (isinstance(leaf.value, ast.Name) and leaf.value.id == "self"
+                                     and path.name == "record.py")):
+                        writers.append(f"{path.relative_to(LNGB)}:{leaf.lineno}")
+    assert writers == []
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+def test_no_module_imports_another_modules_private_names():
+    private = []
+    for path in LNGB.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                private += [f"{path.relative_to(LNGB)}: {a.name}" for a in node.names
+                            if a.name.startswith("_")]
+    assert private == []
+
+
+def test_the_core_does_not_know_its_observers():
+    imported = set()
+    for node in ast.walk(ast.parse((LNGB / "core.py").read_text())):
+        if isinstance(node, ast.ImportFrom):
+            imported.add(node.module or "")
+    assert not any(m.startswith(("observers", "trace", "sanitizer", "debug", "cost"))
+                   for m in imported), imported
+
+
+# --- value-exact cache keys ---------------------------------------------------------------------
+
+def test_cache_keys_are_value_exact():
+    distinct = [0.0, -0.0, 64, 64.0, 1, True, np.int64(1), np.float32(1), 1.5, float("nan"),
+                np.uint32(0x7FC00001).view(np.float32).item(), "1", None, (1,), [1], b"1"]
+    keys = [cache_key(v) for v in distinct]
+    assert len(set(keys)) == len(keys)
+    assert cache_key(-0.0, (1, 2.5)) == cache_key(-0.0, (1, 2.5))
+    assert cache_key(float("nan")) == cache_key(float("nan"))   # the same bits
+    with pytest.raises(Uncacheable):
+        cache_key(np.ones(3))
+    with pytest.raises(Uncacheable):
+        cache_key(object())
+
+
+@pytest.mark.parametrize("mode", ["fast", "observed"])
+def test_signed_zeros_are_different_calls(mode):
+    core = lngb.AICore(mode=mode)
+    t = core.alloc(64, F32)
+    Duplicate(t, 0.0, 64)
+    Duplicate(t, -0.0, 64)
+    assert (t.read().view(np.uint32) == 0x80000000).all()
+
+
+def test_a_call_rejected_on_a_fresh_core_stays_rejected_after_a_valid_twin():
+    core = lngb.AICore()
+    a, b, c = (core.alloc(64, F32) for _ in range(3))
+    Add(c, a, b, 64)
+    with pytest.raises(InvalidArgumentError, match="count must be an integer"):
+        Add(c, a, b, 64.0)
+    Adds(c, a, 1, 64)
+    with pytest.raises(InvalidArgumentError, match="not a number"):
+        Adds(c, a, True, 64)
+
+
+SCALARS = st.sampled_from([0.0, -0.0, 1, 1.0, 2, True, np.float32(2.5), np.float16(-3),
+                           float("inf"), float("nan"), 65504.0, 70000.0, 1e-8, "x", None])
+COUNTS = st.sampled_from([0, 1, 7, 64, 64.0, 100, 128, np.int32(64), True, -1, 2**32])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(st.sampled_from(["Add", "Sub", "Mul", "Adds", "Muls",
+                                                 "Duplicate", "Cast16", "Cast32", "Mask"]),
+                                st.integers(0, 3), st.integers(0, 3), st.integers(0, 3),
+                                COUNTS, SCALARS), min_size=1, max_size=25))
+def test_fast_mode_is_bit_identical_to_observed_on_any_call_sequence(calls):
+    """Random sequences of count-form (memoised) and mask-form calls, valid and not, on a fast
+    and an observed core with the same UB: the same errors, the same bytes."""
+    ends = []
+    for mode in ("fast", "observed"):
+        core = lngb.AICore("atlas-a2", mode=mode)
+        garbage_ub(core, np.random.default_rng(0))
+        f32 = [core.alloc(512, F32) for _ in range(3)]
+        f32.append(f32[0][64])   # a view: the same address as no tensor above
+        f16 = [core.alloc(512, F16) for _ in range(3)]
+        f16.append(f16[1][128])
+        errors = []
+        for name, i, j, k, count, scalar in calls:
+            ops = {"Add": lambda: Add(f32[i], f32[j], f32[k], count),
+                   "Sub": lambda: Sub(f16[i], f16[j], f16[k], count),
+                   "Mul": lambda: Mul(f32[i], f32[j], f32[k], count),
+                   "Adds": lambda: Adds(f16[i], f16[j], scalar, count),
+                   "Muls": lambda: Muls(f32[i], f32[j], scalar, count),
+                   "Duplicate": lambda: Duplicate(f16[i], scalar, count),
+                   "Cast16": lambda: Cast(f16[i], f32[j], RoundMode.CAST_RINT, count),
+                   "Cast32": lambda: Cast(f32[i], f16[j], RoundMode.CAST_NONE, count),
+                   "Mask": lambda: mask_form(core, f32[i], f32[j], count)}
+            try:
+                with np.errstate(all="ignore"):
+                    ops[name]()
+                errors.append(None)
+            except lngb.LngbError as err:
+                errors.append(type(err))
+        ends.append((core.ub.copy(), errors, (core.mask_mode, core.mask_high, core.mask_low)))
+    (ub_fast, errors_fast, mask_fast), (ub_observed, errors_observed, mask_observed) = ends
+    assert errors_fast == errors_observed
+    assert mask_fast == mask_observed
+    assert np.array_equal(ub_fast, ub_observed)
+
+
+def mask_form(core, dst, src, count):
+    with core:
+        SetVectorMask(count, dtype=np.float32)
+        Adds(dst, src, 1.0, MASK_PLACEHOLDER, 2, is_set_mask=False)
+
+
+# --- the caches' byte budget -------------------------------------------------------------------
+
+def test_the_store_keeps_the_most_recently_used_bytes():
+    store = Store(100)
+    store.put("a", 1, "one", 40)
+    store.put("a", 2, "two", 40)
+    assert store.get("a", 1) == "one"            # now the most recently used
+    store.put("b", 3, "three", 40)                # evicts key 2, the least recently used
+    assert store.get("a", 2) is None and store.get("a", 1) == "one" and store.nbytes == 80
+    store.put("b", 4, "huge", 101)                # larger than the limit alone: not kept
+    assert store.get("b", 4) is None and store.nbytes == 80
+    store.set_limit(50)
+    assert store.nbytes <= 50 and store.info() == {"a": (1, 40)}   # key 1, read last
+    store.clear()
+    assert store.nbytes == 0 and store.info() == {}
+
+
+def test_cache_limit_clear_and_info():
+    x = np.ones((1, 8, 64), np.float32)
+    lngb.emulate(x, x)
+    assert lngb.cache_info()["programs"][0] >= 1
+    lngb.clear_caches()
+    assert set(lngb.cache_info()) == {"limit"}
+    before = STORE.limit
+    try:
+        lngb.set_cache_limit(0)
+        lngb.emulate(x, x)
+        assert set(lngb.cache_info()) == {"limit"} and lngb.cache_info()["limit"] == 0
+    finally:
+        lngb.set_cache_limit(before)
+    for bad in (-1, 1.5, True, "10"):
+        with pytest.raises(InvalidArgumentError, match="set_cache_limit"):
+            lngb.set_cache_limit(bad)
+
+
+def run_python(code, **env):
+    import os
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                            text=True, env={**os.environ, **env}, timeout=600)
+    return result
+
+
+def test_the_environment_sets_the_budget():
+    ok = run_python("import lngb; print(lngb.cache_info()['limit'])", LNGB_CACHE_MB="1.5")
+    assert ok.returncode == 0 and ok.stdout.strip() == str(int(1.5 * 2**20))
+    bad = run_python("import lngb", LNGB_CACHE_MB="lots")
+    assert bad.returncode != 0 and "LNGB_CACHE_MB must be a number" in bad.stderr
+
+
+@pytest.mark.skipif(NO_JIT, reason="replays 60 programs of 19 000 rows: minutes in pure Python")
+def test_many_distinct_shapes_keep_memory_within_the_budget():
+    """Each call records a new program of about 13 MB (half [1, 1000+k, 32] at the minimum temp
+    buffer: 19 000 rows); before the budget, 400 such calls kept 8.5 GB."""
+    result = run_python("""
+        import numpy as np, lngb
+        def rss():
+            return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+        def call(k):
+            shape = (1, 1000 + k, 32)
+            x = np.ones(shape, np.float16)
+            size = lngb.GetLayerNormGradBetaMaxMinTmpSize(shape, 2, False)[1]
+            lngb.emulate(x, x, stack_buffer_size=size)
+        call(0)
+        start = rss()
+        for k in range(1, 61):
+            call(k)
+        info = lngb.cache_info()
+        total = sum(v[1] for name, v in info.items() if name != "limit")
+        print(rss() - start, total, info["limit"])
+    """)
+    assert result.returncode == 0, result.stderr
+    growth, total, limit = map(float, result.stdout.split())
+    assert total <= limit == 256 * 2**20
+    assert growth < 400, f"RSS grew by {growth:.0f} MB"
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+def test_threads_leave_the_warning_filters_alone_and_lose_no_warning():
+    half = np.ones((1, 8, 16), np.float16)
+    caught, lock = [], threading.Lock()
+
+    def record(message, category, *args, **kwargs):
+        with lock:
+            caught.append(category)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        saved, warnings.showwarning = warnings.showwarning, record
+        try:
+            def work():
+                for _ in range(60):
+                    lngb.emulate(half, half, is_reuse_source=True)
+            threads = [threading.Thread(target=work) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            warnings.showwarning = saved
+        assert warnings.filters == filters
+    assert caught == [LngbWarning] * 240
+
+
+def test_a_core_in_use_by_another_thread_refuses_instead_of_mixing_state():
+    core, a, b = small_core()
+    inside, leave = threading.Event(), threading.Event()
+
+    def holder():
+        with core:
+            inside.set()
+            leave.wait(10)
+    thread = threading.Thread(target=holder)
+    thread.start()
+    inside.wait(10)
+    try:
+        with pytest.raises(InvalidArgumentError, match="in use by another thread"):
+            Add(b, a, b, 64)
+        with pytest.raises(InvalidArgumentError, match="in use by another thread"):
+            with core:
+                pass
+        with pytest.raises(InvalidArgumentError, match="in use by another thread"):
+            core.run_recorded("busy", kernel_of(core, a, b))
+    finally:
+        leave.set()
+        thread.join()
+    Add(b, a, b, 64)   # free again
+
+
+def test_two_threads_with_different_masks_on_one_core_never_mix_them():
+    core = lngb.AICore()
+    src = core.alloc(64, F32)
+    src.write(np.arange(64, dtype=F32))
+    outs = [core.alloc(64, F32) for _ in range(2)]
+    wrong, refused = [], []
+
+    def work(k):
+        for _ in range(300):
+            try:
+                with core:
+                    SetVectorMask(16 * (k + 1), dtype=np.float32)
+                    Adds(outs[k], src, float(k), MASK_PLACEHOLDER, 1, is_set_mask=False)
+                    got = outs[k].read()[:16 * (k + 1)]
+                    if not np.array_equal(got, np.arange(16 * (k + 1)) + k):
+                        wrong.append(k)
+            except InvalidArgumentError:
+                refused.append(k)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+def test_separate_cores_on_separate_threads_do_not_interfere():
+    rng = np.random.default_rng(3)
+    inputs = [rng.standard_normal((2, 16, 64)).astype(np.float32) for _ in range(4)]
+    want = [lngb.emulate(x, x).pd_gamma for x in inputs]
+    got = [None] * 4
+
+    def work(k):
+        for _ in range(30):
+            got[k] = lngb.emulate(inputs[k], inputs[k], mode="checked" if k % 2 else "fast")
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(g.pd_gamma, w) for g, w in zip(got, want))
