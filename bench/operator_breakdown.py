@@ -14,18 +14,24 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from cases import OPERATOR_SHAPE, THREADS  # noqa: E402
 
-from lngb import multicore  # noqa: E402
-from lngb.vector_ops.kernels import run_schedule  # noqa: E402
-from lngb.vector_ops.program import COPY_GM_TO_UB, OP  # noqa: E402
+from lngb.host import prepare_operator  # noqa: E402
+from lngb.runtime import schedule  # noqa: E402
+from lngb.vector_ops.program import COPY, COPY_DIR, GM_TO_UB, KIND  # noqa: E402
+from lngb.vector_ops.table import TABLE  # noqa: E402
 
 
 def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
     jobs = [(core, g, s[0]) for core, g, s in zip(run.cores, gms, plan.schedules)]
     point_starts = plan.point_starts if prefetch else np.zeros_like(plan.point_starts)
+    run_schedule = TABLE.kernels.run_schedule
     start = time.perf_counter()
-    multicore._in_parallel(jobs, THREADS, lambda job: run_schedule(
+    schedule.in_parallel(jobs, THREADS, lambda job: run_schedule(
         job[0].ub, *job[1], rows, starts, plan.points, point_starts, job[2]))
     return time.perf_counter() - start
+
+
+def copies_in(program):
+    return (program[:, KIND] == COPY) & (program[:, COPY_DIR] == GM_TO_UB)
 
 
 def only(plan, keep):
@@ -37,13 +43,13 @@ def only(plan, keep):
 def main(repeat=9):
     rng = np.random.default_rng(0)
     dy, rfg = (rng.standard_normal(OPERATOR_SHAPE, np.float32) for _ in range(2))
-    run = multicore.prepare_operator(dy, rfg, "atlas-a2", None, "fast")
-    plan = multicore._plan(run.tiling, run.cores, run.gms)
+    run = prepare_operator(dy, rfg, "atlas-a2", None, "fast")
+    plan = schedule.plan(("operator breakdown", run.tiling), run.cores, run.kernel)
     variants = {
         "every row": (plan.rows, plan.starts, run.gms),
         "every row, no prefetch": (plan.rows, plan.starts, run.gms, False),
-        "GM -> UB copies only": (*only(plan, lambda p: p[:, OP] == COPY_GM_TO_UB), run.gms),
-        "all but those copies": (*only(plan, lambda p: p[:, OP] != COPY_GM_TO_UB), run.gms, False),
+        "GM -> UB copies only": (*only(plan, copies_in), run.gms),
+        "all but those copies": (*only(plan, lambda p: ~copies_in(p)), run.gms, False),
         "every row, inputs hot": (plan.rows, plan.starts, [run.gms[0]] * len(run.gms)),
     }
     times = {name: [] for name in variants}

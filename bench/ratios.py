@@ -49,7 +49,7 @@ def main():
     print(f"[4,8,512] float: fast {times['fast']:.1f} us, checked {times['checked']:.1f} us "
           f"({times['checked'] / times['fast']:.1f}x fast), observed {times['observed']:.0f} us "
           f"= {times['observed'] / records:.1f} us per instruction or event ({records})")
-    lngb.core._PROGRAMS.clear()
+    lngb.clear_caches()
     start = time.perf_counter()
     rows = lngb.sweep([(4, 8, 512)], ["float32"], ["atlas-a2"])
     print(f"sweep of {len(rows)} temp sizes, [4,8,512] float, programs not cached: "

@@ -40,7 +40,7 @@ def test_sweep_of_every_temp_size_for_4_8_512_float(benchmark):
     import lngb
     benchmark.group = "sweep"
     benchmark.pedantic(lngb.sweep, args=([(4, 8, 512)], ["float32"], ["atlas-a2"]),
-                       setup=lngb.core._PROGRAMS.clear, rounds=3, iterations=1)
+                       setup=lngb.clear_caches, rounds=3, iterations=1)
 
 
 def test_cold_start_with_a_warm_numba_cache(benchmark):

@@ -5,12 +5,15 @@ import numpy as np
 import pytest
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
-EXEC_MODES = ("fast", "observed")
+EXEC_MODES = ("fast", "observed", "checked")
+# the paths without the sanitizer, for a test whose instruction sequence it rejects on purpose
+UNCHECKED_MODES = ("fast", "observed")
 
 
 @pytest.fixture(params=EXEC_MODES)
 def mode(request):
-    """Every golden row runs on both execution paths; both must give identical bytes."""
+    """Every golden row runs on every execution path ("fast"; "observed": a trace; "checked": a
+    trace and the sanitizer); all must give the oracle's bytes."""
     return request.param
 
 
@@ -23,6 +26,7 @@ def garbage_ub(core, rng):
     """Random bytes over the whole UB (and the vector registers after it), so that lanes an
     instruction must leave alone are visibly left alone, whatever their bit pattern."""
     core.ub[:] = rng.integers(0, 256, size=core.ub.size, dtype=np.uint8)
+    core.host_write(0, core.ub.size)  # "checked": the host initialised these bytes
 
 
 def random_finite(dtype, n, rng):

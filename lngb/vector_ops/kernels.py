@@ -8,13 +8,12 @@ import numpy as np
 from .._jit import njit
 from .half import float_to_half, narrow_rint, widen
 from .lanes import add
-from .program import (BLOCK_COUNT, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, ELEMENTWISE,
-                      EMPTY_GROUPS, EVENT, EMPTY_ZERO, F32, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
-                      KIND, REDUCE, ROUND, SAT, SCALAR, SOURCES, SRC0, SRC0_BLK, SRC0_REP,
-                      SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
+from .program import (BLOCK_COUNT, COPY_DIR, DST, DST_REP, DT_DST, EMPTY_GROUPS, EMPTY_ZERO, F32,
+                      GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, SAT, SCALAR, SRC0, SRC0_BLK, SRC0_REP,
+                      UB_TO_GM)
 from .types import RoundMode
-from .walk import (burst, contiguous, dtype_size, flat_count, lane_active, lane_index,
-                   lanes_per_repeat, repeat_count)
+from .walk import (burst, dtype_size, lane_active, lane_index,
+                   repeat_count)
 
 RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
 
