@@ -16,6 +16,7 @@ Observers per mode are registered in MODE_OBSERVERS by lngb.observers.
 """
 import contextlib
 import threading
+import weakref
 
 import numpy as np
 
@@ -25,8 +26,7 @@ from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.events import issue_event
-from .vector_ops.program import (DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, REG_HIGH, REG_LOW,
-                                 REG_MODE, SRC0, SRC1, as_uint64)
+from .vector_ops.program import DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, SRC0, SRC1, register_after
 from .vector_ops.table import TABLE
 from .vector_ops.types import HardEvent, MaskMode, Pipe
 
@@ -40,6 +40,7 @@ NO_GMS = (NO_GM,) * GM_SLOTS
 VREG_COUNT, VREG_BYTES = 8, 256
 SET_FLAG, WAIT_FLAG = TABLE["SetFlag"].opcode, TABLE["WaitFlag"].opcode
 FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
+MASK_MODES = tuple(MaskMode)
 ALLOWED_DTYPES = tuple(np.dtype(d) for d in (np.float16, np.float32, np.uint8, np.int8,
                                              np.uint16, np.int16, np.uint32, np.int32))
 
@@ -50,14 +51,16 @@ class Hook:
     replays = False  # it must see every instruction: the core runs live while it is attached
 
     def __init__(self, core, fn):
-        self.core, self.fn = core, fn
+        self.core, self.fn = weakref.ref(core), fn
 
     def retire(self, record):
         self.fn(record)
 
     def remove(self):
-        """Detach the hook (again is a no-op)."""
-        self.core.detach(self)
+        """Detach the hook (again, or once the core is gone, is a no-op)."""
+        core = self.core()
+        if core is not None:
+            core.detach(self)
 
 
 class AICore:
@@ -106,6 +109,7 @@ class AICore:
         self._owner = threading.RLock()
         self._observers = []
         self._checks, self._retires = [], []
+        self.memoises = mode == "fast"  # runtime.memo may reissue validated rows
         for factory in MODE_OBSERVERS[mode]:
             self.attach(factory(self))
 
@@ -210,15 +214,12 @@ class AICore:
     def _sort_observers(self):
         self._checks = [o.check for o in self._observers if hasattr(o, "check")]
         self._retires = [o.retire for o in self._observers if hasattr(o, "retire")]
+        self.memoises = self.mode == "fast" and not self._observers and self.recorder is None
 
     @property
     def replays(self):
         """Whether every observer takes recorded programs whole (else kernels run live)."""
-        return all(o.replays for o in self._observers)
-
-    @property
-    def has_observers(self):
-        return bool(self._observers)
+        return not self._observers or all(o.replays for o in self._observers)
 
     def observer(self, role):
         """The attached observer with this `role` attribute (e.g. "sanitizer"), or None."""
@@ -272,11 +273,12 @@ class AICore:
         for retire in self._retires:
             retire(record)
 
-    def _advance(self, row):
-        """The state a retired row leaves: the only writer of seq, mask register and flags."""
+    def _advance(self, row, register=None):
+        """The state a retired row leaves: the only writer of seq, mask register and flags.
+        `register`: register_after(row), when the caller has it already."""
         self.seq += 1
-        self.mask_mode = MaskMode(int(row[REG_MODE]))
-        self.mask_high, self.mask_low = as_uint64(row[REG_HIGH]), as_uint64(row[REG_LOW])
+        mode, self.mask_high, self.mask_low = register or register_after(row)
+        self.mask_mode = MASK_MODES[mode]
         delta = FLAG_DELTA.get(int(row[OP]))
         if delta is not None:
             key = (HardEvent((Pipe(int(row[DST])), Pipe(int(row[SRC0])))), int(row[SRC1]))
@@ -301,12 +303,15 @@ class AICore:
         finally:
             self.release()
 
-    def reissue(self, row):
-        """Retire an event-free row validated by an identical earlier call (runtime.memo)."""
+    def reissue(self, rows, register):
+        """Retire a vector instruction (rows: its row as a [1, N_COLS] array) validated by an
+        identical earlier call (runtime.memo); `register` = register_after(its row)."""
         self.acquire()
         try:
-            TABLE.kernels.execute(self.ub, self.gms, row.reshape(1, -1))
-            self._advance(row)
+            TABLE.kernels.execute(self.ub, self.gms, rows)
+            self.seq += 1
+            mode, self.mask_high, self.mask_low = register
+            self.mask_mode = MASK_MODES[mode]
         finally:
             self.release()
 
@@ -372,7 +377,7 @@ class AICore:
 
     def set_state(self, state):
         mode, self.mask_high, self.mask_low, self.allocated, flags = state
-        self.mask_mode = MaskMode(mode)
+        self.mask_mode = MASK_MODES[mode]
         self.flags = {(HardEvent[e], i): n for (e, i), n in flags}
 
     def start_recording(self, recorder):
@@ -380,7 +385,7 @@ class AICore:
         core's state advances as if they had, and its records are numbered from 1."""
         self.acquire()
         self._before_recording = self.state(), self.seq
-        self.recorder, self.seq = recorder, 0
+        self.recorder, self.seq, self.memoises = recorder, 0, False
 
     def stop_recording(self):
         """The state the recorded rows leave; the core is back as it was before them."""
@@ -388,6 +393,7 @@ class AICore:
         state, self.seq = self._before_recording
         self.set_state(state)
         self.recorder = None
+        self._sort_observers()
         self.release()
         return end
 

@@ -15,8 +15,8 @@ from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradB
 from .observers.cost import CostModel, operator_cost
 from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
-from .runtime import schedule
-from .runtime.cache import Cache, cache_key
+from .runtime import recording, schedule
+from .runtime.cache import Cache, exact
 from .tensor import gm_bytes
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
@@ -127,22 +127,27 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
     return size
 
 
-def _emulate_tiling(shape, dtype, product, stack_buffer_size, is_reuse_source):
-    """(temp bytes, tiling) of one emulate() configuration."""
-    key = cache_key(shape, dtype, product.name, stack_buffer_size, is_reuse_source)
+def _emulate_plan(core, shape, dtype, stack_buffer_size, is_reuse_source, reuse_buffer):
+    """(temp bytes, tiling, the key of the kernel's program on a fresh core) of one emulate()
+    configuration, computed once."""
+    # value-exact: shape, dtype, product, sat_mode and the flags are checked values already
+    key = (shape, dtype.str, core.product.name, core.sat_mode, exact(stack_buffer_size),
+           is_reuse_source, reuse_buffer)
     plan = EMULATE_PLANS.get(key)
     if plan is None:
-        tmp_bytes = choose_stack_buffer_size(shape, dtype, product, stack_buffer_size)
+        tmp_bytes = choose_stack_buffer_size(shape, dtype, core.product, stack_buffer_size)
         tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
                                                   is_reuse_source)
-        plan = EMULATE_PLANS.put(key, (tmp_bytes, tiling), 1024)
+        kernel_key = ("emulate", shape, dtype.str, tmp_bytes, is_reuse_source, reuse_buffer)
+        plan = EMULATE_PLANS.put(key, (tmp_bytes, tiling, recording.program_key(core, kernel_key)),
+                                 2048)
     return plan
 
 
 def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
                   reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", sat_mode=None):
     """The sample kernel on a fresh core, its inputs as GM (in place) and new output arrays;
-    returns (kernel, pd_gamma, pd_beta)."""
+    returns (kernel, the key of its program, pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
     is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
     if reuse_buffer not in REUSE_BUFFERS:
@@ -150,15 +155,16 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
                                    f"{reuse_buffer!r}")
     core = AICore(product, mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
-    tmp_bytes, tiling = _emulate_tiling(shape, dtype, core.product, stack_buffer_size,
-                                        is_reuse_source)
+    tmp_bytes, tiling, key = _emulate_plan(core, shape, dtype, stack_buffer_size,
+                                           is_reuse_source, reuse_buffer)
     h = shape[2]
-    pd_gamma, pd_beta = np.empty(h, dtype), np.empty(h, dtype)
+    outputs = np.empty(2 * h, dtype)
+    pd_gamma, pd_beta = outputs[:h], outputs[h:]
     gms = (gm_bytes(input_dy), gm_bytes(res_for_gamma), pd_gamma.view(np.uint8),
            pd_beta.view(np.uint8))
     kernel = SampleKernel(core, shape, dtype, tmp_bytes, tiling, gms, is_reuse_source,
                           reuse_buffer)
-    return kernel, pd_gamma, pd_beta
+    return kernel, key, pd_gamma, pd_beta
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
@@ -170,12 +176,12 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     outputs go to new arrays.
     """
     trace = check_flag("emulate", "trace", trace)
-    kernel, pd_gamma, pd_beta = sample_kernel(
+    kernel, key, pd_gamma, pd_beta = sample_kernel(
         input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
         reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,
         mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     core = kernel.core
-    core.run_recorded(kernel.key, kernel, kernel.gms)
+    recording.run_program(core, key, kernel, kernel.gms)
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
     rows = (core.last_program.rows if core.last_program is not None  # replayed

@@ -5,6 +5,7 @@ import threading
 import numpy as np
 
 from .errors import CapacityError, InvalidArgumentError, OutOfBoundsError
+from .runtime.cache import Exact
 
 UB_POSITIONS = ("VECIN", "VECCALC", "VECOUT", "LCM")
 MAX_GM_BYTES = 1 << 40   # a copy beyond this is refused before numpy tries it
@@ -44,9 +45,10 @@ def _index(api, index, size):
 class LocalTensor:
     """A typed view of `size` elements at UB byte `address` of `core` (Ascend C LocalTensor<T>)."""
 
-    __slots__ = ("core", "address", "size", "dtype", "shape", "position")
+    __slots__ = ("core", "address", "size", "dtype", "shape", "position", "_key")
 
     def __init__(self, core, address, size, dtype, shape=None, position="VECCALC"):
+        self._key = None
         self.core = core
         self.address = int(address)
         self.size = int(size)
@@ -63,7 +65,11 @@ class LocalTensor:
                 f"shape={self.shape}, position={self.position})")
 
     def cache_key(self):
-        return ("LocalTensor", self.address, self.size, self.dtype.str, self.shape, self.position)
+        """Its value-exact key (runtime.cache): every field is a str or an int."""
+        if self._key is None:
+            self._key = Exact(("LocalTensor", self.address, self.size, self.dtype.str,
+                               self.shape, self.position))
+        return self._key
 
     def __getitem__(self, offset):
         """A 1-D view from element `offset` to the end, as Ascend C operator[]."""
@@ -123,7 +129,10 @@ def gm_bytes(array, api="GlobalTensor"):
     included (lngb never writes a read-only GM array: DataCopy refuses it as a destination).
     A non-contiguous array is copied, after checking the copy's size."""
     array = np.asarray(array)
-    if not array.flags.c_contiguous:
+    flags = array.flags
+    if flags.c_contiguous and flags.writeable:
+        return array.reshape(-1).view(np.uint8)
+    if not flags.c_contiguous:
         if array.nbytes > MAX_GM_BYTES:
             raise CapacityError(f"{api}: a non-contiguous array of {array.nbytes} bytes would "
                                 f"have to be copied; lngb copies at most {MAX_GM_BYTES} bytes "

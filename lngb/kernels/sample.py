@@ -18,7 +18,6 @@ class SampleKernel:
         self.core, self.shape, self.dtype = core, shape, np.dtype(dtype)
         self.tmp_bytes, self.tiling, self.gms = tmp_bytes, tiling, gms
         self.reuse = (is_reuse_source, reuse_buffer)
-        self.key = ("emulate", shape, self.dtype, tmp_bytes, is_reuse_source, reuse_buffer)
         self.tensors = {}
 
     def __call__(self):

@@ -27,7 +27,7 @@ class Debugger:
     `breakpoints` (instruction names) and `watchpoints` (UB byte ranges) stop `run`."""
 
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
-        kernel, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma, **emulate_options)
+        kernel, _, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma, **emulate_options)
         self._start(kernel.core, kernel, kernel.gms, kernel.tensors,
                     lambda: (pd_gamma.copy(), pd_beta.copy()))
 

@@ -9,6 +9,7 @@ Nothing executes when a check fails. The check of a recorded program from a pris
 kept (in the shared cache) and reused by later pristine runs of it.
 """
 import threading
+import weakref
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class Sanitizer:
     role = "sanitizer"
 
     def __init__(self, core):
-        self.core = core
+        self.core = weakref.proxy(core)  # no cycle: the core is freed as soon as it is unused
         size = core.ub.size  # the UB bytes, registers included
         # the Ascend 950 orders V after V in hardware: no V hazards to find there
         self.orders_v = core.product.kernel_path == "regbase"

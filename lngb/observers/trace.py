@@ -2,6 +2,7 @@
 records (an assembly-like listing, JSON lines, Chrome trace JSON for Perfetto with one row per
 pipe). Records are data; renderers only read them."""
 import json
+import weakref
 
 import numpy as np
 
@@ -17,7 +18,7 @@ class Trace:
     replays = True
 
     def __init__(self, core):
-        self.core = core
+        self.core = weakref.proxy(core)  # no cycle: the core is freed as soon as it is unused
 
     def retire(self, record):
         self.core.trace.append(record)

@@ -2,8 +2,9 @@
 
 `cache_key(*parts)` turns call arguments into a key that is equal only for equal values of the
 same type: floats by bit pattern (so 0.0 and -0.0, or two NaN payloads, differ), and bool,
-float, numpy scalar and int tagged apart (so 1, True, 1.0 and np.int64(1) are four keys). Objects
-it does not know raise `Uncacheable`, and the caller runs uncached.
+float, numpy scalar and int tagged apart (so 1, True, 1.0 and np.int64(1) are four keys; the
+tags are objects no argument can equal). Objects it does not know raise `Uncacheable`, and the
+caller runs uncached.
 
 `STORE` holds every cached value with its size in bytes; when the total passes the limit the
 least recently used entries go, whichever cache they belong to. The limit is 256 MiB unless the
@@ -28,34 +29,58 @@ class Uncacheable(Exception):
     """A part of a key has no value-exact form: the call runs without the cache."""
 
 
+class _Tag:
+    """A type tag inside a key: no value a caller passes can equal it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<{self.name}>"
+
+
+FLOAT, BOOL, LIST, BYTES, DTYPE = (_Tag(n) for n in ("float", "bool", "list", "bytes", "dtype"))
+PLAIN = frozenset((int, str, type(None)))
+
+
+class Exact(tuple):
+    """A key already made value-exact (cache_key's result): used as it is inside other keys."""
+
+    __slots__ = ()
+
+
 def cache_key(*parts):
-    return tuple(_exact(p) for p in parts)
+    return Exact(map(exact, parts))
 
 
-def _exact(value):
+def exact(value):
+    """One value's exact form, as a part of a key."""
     kind = type(value)
-    if kind is int or kind is str or value is None:
-        return value  # nothing else hashes equal to them once floats and bools are tagged
+    if kind in PLAIN or kind is Exact:
+        return value  # nothing else hashes equal to them once the other types are tagged
+    if kind is tuple:
+        return tuple(map(exact, value))
     if kind is float:
-        return ("float", struct.pack("<d", value))
+        return (FLOAT, struct.pack("<d", value))
     if kind is bool:
-        return ("bool", value)
-    if kind is tuple or kind is list:
-        return (kind.__name__, *(_exact(v) for v in value))
+        return (BOOL, value)
+    if kind is list:
+        return (LIST, *map(exact, value))
+    method = getattr(value, "cache_key", None)   # objects that know their exact key
+    if method is not None:
+        return method()
     if isinstance(value, np.generic):
         return (value.dtype.str, value.tobytes())
     if isinstance(value, np.dtype):
-        return ("dtype", value.str)
+        return (DTYPE, value.str)
     if isinstance(value, enum.Enum):
-        return (kind.__qualname__, _exact(value.value))
-    if isinstance(value, bytes):
-        return ("bytes", value)
-    exact = getattr(value, "cache_key", None)
-    if exact is not None:
-        return exact()
+        return (kind, exact(value.value))
+    if kind is bytes:
+        return (BYTES, value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (kind.__qualname__,
-                *(_exact(getattr(value, f.name)) for f in dataclasses.fields(value)))
+        return (kind, *[exact(getattr(value, f.name)) for f in dataclasses.fields(value)])
     raise Uncacheable(f"a {kind.__name__} has no value-exact cache key")
 
 
@@ -83,12 +108,16 @@ class Store:
         self.limit = limit
 
     def get(self, cache, key):
-        with self._lock:
-            entry = self._entries.get((cache, key))
-            if entry is None:
-                return None
+        # no lock: each OrderedDict operation is atomic, and an entry evicted by another thread
+        # between the two is simply not moved
+        entry = self._entries.get((cache, key))
+        if entry is None:
+            return None
+        try:
             self._entries.move_to_end((cache, key))
-            return entry[0]
+        except KeyError:
+            pass
+        return entry[0]
 
     def put(self, cache, key, value, nbytes):
         """Keep `value` unless it alone is larger than the limit; evict to stay within it."""

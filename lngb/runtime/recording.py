@@ -31,7 +31,7 @@ class Program:
     rows: np.ndarray
     records: list   # a TraceRecord per row, for traces, checks and stepping
     end_state: tuple
-    gm_sizes: tuple
+    gm_sizes: list
     warnings: tuple
     key: Any = field(default=None, compare=False)   # its cache key, once cached
 
@@ -81,7 +81,7 @@ def record(core, body, gms=()):
     rows = np.array(recorder.rows, dtype=np.int64).reshape(-1, N_COLS)
     for i, r in enumerate(recorder.records):
         r.row = rows[i]   # a view: the program holds each row once
-    return Program(rows, recorder.records, end, tuple(g.size for g in gms),
+    return Program(rows, recorder.records, end, [g.size for g in gms],
                    tuple(recorder.warnings))
 
 
@@ -91,28 +91,39 @@ def run_recorded(core, key, body, gms=()):
     changes neither the UB nor the core's state.
 
     In fast and checked mode the Program is cached under `key` plus the core's product,
-    saturation mode, reserve and state, and later calls replay it with one jitted call. `key`
-    must determine the instruction stream. `gms` lists the GM byte arrays the DataCopy
-    instructions use (at most GM_SLOTS); a replay takes new arrays of the same sizes in the same
-    order. Warnings the body raised are raised again on every call. Kernels run live, one
-    instruction at a time, inside an enclosing recording, in observed mode, while an observer
-    needs every instruction (a hook; the sanitizer once it holds state), when `key` has no
-    value-exact form, and when they read or write the UB from the scalar unit."""
+    saturation mode, reserve and state (`program_key`), and later calls replay it with one
+    jitted call. `key` must determine the instruction stream. `gms` lists the GM byte arrays
+    the DataCopy instructions use (at most GM_SLOTS); a replay takes new arrays of the same
+    sizes in the same order. Warnings the body raised are raised again on every call. Kernels
+    run live, one instruction at a time, inside an enclosing recording, in observed mode, while
+    an observer needs every instruction (a hook; the sanitizer once it holds state), when `key`
+    has no value-exact form, and when they read or write the UB from the scalar unit."""
     if core.recorder is not None:
         body()  # part of an enclosing recording
         return
-    gms = pad_gms(gms)
     try:
-        full_key = cache_key(key, core.product.name, core.sat_mode, core.reserved_bytes,
-                             core.state())
+        full_key = program_key(core, key)
     except Uncacheable:
         full_key = None
-    if (full_key is None or core.mode == "observed" or not core.replays
-            or LIVE.get(full_key)):
+    run_program(core, full_key, body, gms)
+
+
+def program_key(core, key):
+    """The key of `key`'s Program on this core as it is now."""
+    return cache_key(key, core.product.name, core.sat_mode, core.reserved_bytes, core.state())
+
+
+def run_program(core, full_key, body, gms=()):
+    """run_recorded with the program's key known (None: no value-exact key, run live)."""
+    gms = pad_gms(gms)
+    if full_key is None or core.mode == "observed" or not core.replays:
         _live(core, body, gms)
         return
     program = PROGRAMS.get(full_key)
     if program is None:
+        if LIVE.get(full_key):
+            _live(core, body, gms)
+            return
         try:
             program = record(core, body, gms)
         except ScalarAccess:  # the body reads or writes the UB from the scalar unit
@@ -123,9 +134,10 @@ def run_recorded(core, key, body, gms=()):
         PROGRAMS.put(full_key, program, program.nbytes)
     for message in program.warnings:
         warn(message)
-    if tuple(g.size for g in gms) != program.gm_sizes:
-        raise InvalidArgumentError(f"run_recorded: GM buffers of {[g.size for g in gms]} "
-                                   f"bytes, the program was recorded with {program.gm_sizes}")
+    sizes = [g.size for g in gms]
+    if sizes != program.gm_sizes:
+        raise InvalidArgumentError(f"run_recorded: GM buffers of {sizes} bytes, the program "
+                                   f"was recorded with {program.gm_sizes}")
     core.replay(program, gms)
 
 

@@ -58,3 +58,8 @@ def set_register(row, mode, high, low):
     """The mask register the row leaves behind."""
     row[REG_MODE], row[REG_HIGH], row[REG_LOW] = int(mode), as_int64(high), as_int64(low)
     return row
+
+
+def register_after(row):
+    """(mode, high, low) of the mask register a row leaves, as Python ints."""
+    return int(row[REG_MODE]), as_uint64(row[REG_HIGH]), as_uint64(row[REG_LOW])

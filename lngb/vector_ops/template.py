@@ -1,4 +1,5 @@
-"""The source of every table's executor: the element-wise walk of one lane, and `execute`.
+"""The source of every table's executor: the element-wise walk of one lane, the reduction and
+DataCopy kernels, and `execute`.
 
 `table.py` generates a module from this file: the section "per lane" once for each element-wise
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the
@@ -8,7 +9,8 @@ is. The walk calls its lane by a global name, so the loops inline the lane's ari
 vectorise, and every function of the generated module is an ordinary module-level function that
 Numba caches on disk. (Passing a jitted function to another as an argument would make neither
 cacheable; closures made by a factory share one qualified name, so their cached machine code
-can bind the wrong lane.)
+can bind the wrong lane.) The module's name hashes the sources of every file its code comes
+from (the helpers it calls are inlined), so its disk cache is never stale.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
 """
@@ -16,18 +18,21 @@ import numpy as np
 
 from lngb._jit import njit, prefetch
 from lngb.vector_ops.half import float_to_half, narrow_rint, widen
-from lngb.vector_ops.kernels import NONE, RINT, copy, load, reduce, scalar_value, store, to_half
+from lngb.vector_ops.kernels import NONE, RINT, load, scalar_value, store, to_half
+from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
-from lngb.vector_ops.program import (COPY, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, ELEMENTWISE,
-                                     EVENT, F32, GM_SLOT, KIND, OP, REDUCE, ROUND, SAT, SOURCES,
-                                     SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP)
-from lngb.vector_ops.walk import (contiguous, dtype_size, flat_count, lane_active, lane_index,
-                                  lanes_per_repeat, repeat_count)
+from lngb.vector_ops.program import (BLOCK_COUNT, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST,
+                                     DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32,
+                                     GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, OP, REDUCE,
+                                     ROUND, SAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                                     SRC1_REP, UB_TO_GM)
+from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
+                                  lane_active, lane_index, lanes_per_repeat, repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
 
-@njit
+@njit(inline="always")
 def flat_f32_LANE(f32, d, a, b, s, n):
     """Contiguous float operands. Slicing first lets the loops index from 0 without wrap-around
     checks, and naming an in-place operand as dst itself spares LLVM an alias check that would
@@ -45,7 +50,7 @@ def flat_f32_LANE(f32, d, a, b, s, n):
             dv[i] = lane_LANE(av[i], bv[i], s)
 
 
-@njit
+@njit(inline="always")
 def flat_widen_LANE(f32, u16, d, a, s, n):
     """Half source, float destination (at most one source)."""
     dv, av = f32[d:d + n], u16[a:a + n]
@@ -54,7 +59,7 @@ def flat_widen_LANE(f32, u16, d, a, s, n):
         dv[i] = lane_LANE(widen(av[i]), zero, s)
 
 
-@njit
+@njit(inline="always")
 def flat_narrow_LANE(u16, f32, d, a, s, n, round_mode, sat):
     """Float source, half destination (at most one source)."""
     dv, av = u16[d:d + n], f32[a:a + n]
@@ -67,13 +72,13 @@ def flat_narrow_LANE(u16, f32, d, a, s, n, round_mode, sat):
             dv[i] = float_to_half(lane_LANE(av[i], zero, s), round_mode, sat)
 
 
-@njit
+@njit(inline="always")
 def flat_f16_LANE(u16, d, a, b, s, n, round_mode, sat):
     for i in range(n):
         u16[d + i] = to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s), round_mode, sat)
 
 
-@njit
+@njit(inline="always")
 def walk_LANE(f32, u16, row):
     """Every active lane of every repeat: dst = lane(src0, src1, scalar), rounded to dst's type.
     Contiguous operands take the flat loops; the order of lanes is the same either way."""
@@ -87,7 +92,9 @@ def walk_LANE(f32, u16, row):
             and (sources < 1 or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
             and (sources < 2 or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))
             and (dt == st or sources <= 1)):
-        d, a, b = row[DST] // dsize, row[SRC0] // ssize, row[SRC1] // ssize
+        # element indices by shifts: addresses are non-negative and aligned to the type
+        dshift, sshift = element_shift(dt), element_shift(st)
+        d, a, b = row[DST] >> dshift, row[SRC0] >> sshift, row[SRC1] >> sshift
         if dt == F32 and st == F32:
             flat_f32_LANE(f32, d, a, b, s, n)
         elif dt == F32:
@@ -125,6 +132,77 @@ def elementwise(f32, u16, row):
 
 
 # --- executor --------------------------------------------------------------------------------
+
+@njit
+def round_sum(a, b, code, sat):
+    total = add(a, b, a)
+    if code == F32:
+        return total
+    return widen(narrow_rint(total, sat))
+
+
+@njit
+def tree_sum(values, present, start, width, code, sat):
+    """Binary tree of adjacent pairs over values[start:start+width]; masked lanes are absent.
+
+    Returns (sum, any lane present). A node with one absent child passes the other through.
+    """
+    v = values[start:start + width].copy()
+    p = present[start:start + width].copy()
+    n = width
+    while n > 1:
+        for i in range(n // 2):
+            a, b = v[2 * i], v[2 * i + 1]
+            pa, pb = p[2 * i], p[2 * i + 1]
+            if pa and pb:
+                v[i] = round_sum(a, b, code, sat)
+            elif pa:
+                v[i] = a
+            else:
+                v[i] = b
+            p[i] = pa or pb
+        n //= 2
+    return v[0], p[0]
+
+
+@njit
+def reduce(f32, u16, row):
+    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride."""
+    dt = row[DT_DST]
+    size = dtype_size(dt)
+    epr = 256 // size
+    sat = row[SAT] != 0
+    width, unit = row[GROUP_WIDTH], row[GROUP_UNIT]
+    values = np.zeros(128, dtype=np.float32)
+    present = np.zeros(128, dtype=np.bool_)
+    dst = row[DST] // size
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):
+            present[e] = lane_active(row, r, e, epr)
+            if present[e]:
+                values[e] = load(f32, u16, dt, lane_index(row[SRC0], size, row[SRC0_BLK],
+                                                          row[SRC0_REP], r, e))
+        for k in range(epr // width):
+            total, any_present = tree_sum(values, present, k * width, width, dt, sat)
+            out = dst + r * row[DST_REP] * unit + k
+            if any_present:
+                store(f32, u16, dt, out, total, RINT, sat)
+            elif row[EMPTY_GROUPS] == EMPTY_ZERO:
+                store(f32, u16, dt, out, np.float32(0.0), RINT, sat)
+
+
+@njit
+def copy(ub, gm, row):
+    """DataCopy: BLOCK_COUNT bursts of BLOCK_LEN 32-byte blocks with gaps between them."""
+    direction = row[COPY_DIR]
+    src_buf = gm if direction == GM_TO_UB else ub
+    dst_buf = gm if direction == UB_TO_GM else ub
+    for i in range(row[BLOCK_COUNT]):
+        s, d, length = burst(row, i)
+        dv, sv = dst_buf[d:d + length], src_buf[s:s + length]
+        for k in range(length):  # a plain loop: numba's slice assignment copies byte by byte
+            dv[k] = sv[k]
+
 
 @njit
 def fetch_ahead(ahead):
