@@ -54,8 +54,9 @@ def add_square(a, b, s):
     return np.float32(a * a) + b
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def toy():
+    """Registered once: each table compiles a new executor module (seconds on a cold cache)."""
     wrapper = lngb.vector_ops.register_instruction(
         Instruction("AddSquare", BINARY, add_square, rate=(128, 64), doc="dst = src0^2 + src1"))
     yield wrapper
