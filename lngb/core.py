@@ -24,6 +24,7 @@ from .errors import CapacityError, InvalidArgumentError, warn
 from .products import get_product
 from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
+from .runtime.cache import Exact
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.events import issue_event
 from .vector_ops.program import DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, SRC0, SRC1, register_after
@@ -372,8 +373,10 @@ class AICore:
     # --- state, for recordings and plans ----------------------------------------------------
     def state(self):
         """(mask mode, high, low, allocated bytes, flags) as a hashable tuple."""
-        flags = tuple(sorted(((e.name, i), n) for (e, i), n in self.flags.items() if n))
-        return (int(self.mask_mode), self.mask_high, self.mask_low, self.allocated, flags)
+        flags = tuple(sorted(((e.name, i), n) for (e, i), n in self.flags.items())) if (
+            self.flags) else ()
+        # plain ints and strs: already a value-exact key (runtime.cache)
+        return Exact((int(self.mask_mode), self.mask_high, self.mask_low, self.allocated, flags))
 
     def set_state(self, state):
         mode, self.mask_high, self.mask_low, self.allocated, flags = state

@@ -127,7 +127,7 @@ def float_array_to_half(float32_array, round_mode, saturate):
 U32 = np.uint32
 
 
-@njit
+@njit(inline="always")
 def widen(h):
     """The float32 value of half bit pattern h: the same bits as half_to_float, branch-free."""
     h = U32(h)
@@ -141,7 +141,7 @@ def widen(h):
     return U32(bits | U32((h & U32(0x8000)) << U32(16))).view(np.float32)
 
 
-@njit
+@njit(inline="always")
 def narrow_rint(x, saturate):
     """The half bit pattern of float32 x, CAST_RINT (or CAST_NONE): the same bits as
     float_to_half(x, CAST_RINT, saturate) for every input, branch-free."""
