@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from .observers.cost import CostModel
-from .errors import InvalidArgumentError, TilingError
+from .errors import CapacityError, InvalidArgumentError, TilingError
 from .vector_ops.program import EVENT, KIND
 from .host import emulate, free_temp_bytes
 from .products import get_product
@@ -66,7 +66,14 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
     if not sizes or sizes[0] < min_size:
         raise TilingError(f"sweep: temp-buffer sizes for {list(shape)} {dtype.name} start at "
                           f"the minimum {min_size} bytes")
-    free, _ = free_temp_bytes(shape, dtype, product)
+    free, tensors = free_temp_bytes(shape, dtype, product)
+    if free < min_size:
+        raise CapacityError(
+            f"sweep: {list(shape)} {dtype.name} needs {tensors} bytes of UB for its tensors plus "
+            f"at least {min_size} of temp buffer, more than the {product.usable_ub} allocatable "
+            f"bytes of one {product.name} UB, so no temp-buffer size of this sweep can run. "
+            "Shapes larger than one UB run on the multi-core operator: "
+            "lngb.emulate_operator(...) and its tiling lngb.operator_tiling(...)")
     model = CostModel(product, **cost_overrides)
     zeros = np.zeros(shape, dtype)
     costs = {}

@@ -27,12 +27,12 @@ from conftest import rejected, seed_of
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 # (product, sat_mode argument) -> (saturation of the API's half outputs, of the final cast).
-# The 950 kernel narrows with SatMode::SAT whatever the core's mode; the operator's final Cast
-# follows the core's sat_mode (default False on the 950, always True on the 310P).
+# The 950 kernel narrows with SatMode::SAT whatever the core's mode, and so does the operator's
+# final Cast there; elsewhere it follows the core's sat_mode (always True on the 310P).
 SAT = {("atlas-a2", None): (False, False),
        ("atlas-a3", None): (False, False),
        ("atlas-inference", None): (True, True),
-       ("atlas-350", None): (True, False),
+       ("atlas-350", None): (True, True),
        ("atlas-a2", True): (True, True),
        ("atlas-350", True): (True, True)}
 PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
@@ -195,14 +195,14 @@ def test_edge_splits(mode, shape, dtype, product, block_dim):
 @pytest.mark.parametrize("product", PRODUCTS)
 def test_half_overflow_of_the_partials(product):
     """Each core's tile partial (8 x 18000) overflows half: inf without saturation, 65504 with;
-    the fp32 sum of the saturated partials then overflows the final cast again (inf on the
-    950, whose final cast does not saturate by default; 65504 on the 310P)."""
+    the fp32 sum of the saturated partials then overflows the final cast again (65504 on the
+    950, whose API and final cast saturate, and on the 310P)."""
     dy = np.full((1, 32, 16), 300, np.float16)
     rfg = np.full((1, 32, 16), 60, np.float16)
     result = lngb.emulate_operator(dy, rfg, product=product, block_dim=4)
     assert_matches_oracle(result, dy, rfg, product)
     expected = {"atlas-a2": np.inf, "atlas-a3": np.inf, "atlas-inference": 65504.0,
-                "atlas-350": np.inf}[product]
+                "atlas-350": 65504.0}[product]
     assert np.all(result.pd_gamma.astype(np.float64) == expected)
     assert np.all(result.pd_beta == 9600)
 

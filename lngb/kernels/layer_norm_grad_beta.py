@@ -6,7 +6,7 @@ All checks happen before the first instruction, so a rejected call changes no by
 """
 import numpy as np
 
-from ..errors import AlignmentError, InvalidArgumentError, LngbError
+from ..errors import AlignmentError, HazardError, InvalidArgumentError, LngbError
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
@@ -47,6 +47,9 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
             raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
     if not isinstance(tiling, LayerNormGradBetaTiling):
         raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
+    if is_reuse_source not in (True, False):
+        raise InvalidArgumentError(f"{API}: is_reuse_source must be True or False, got "
+                                   f"{is_reuse_source!r}")
 
     def kernel():
         _check(core, tensors, tiling, reuse_buffer)
@@ -121,8 +124,45 @@ def _check(core, tensors, tiling, reuse_buffer):
         raise AlignmentError(f"{API}: The value of hLength * sizeof(T) must be an integer "
                              f"multiple of 32 (H={h}, sizeof(T)={dtype.itemsize})")
     _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype)
+    _check_aliasing(core, tensors, tiling)
     if core.product.kernel_path == "common":
         _warn_if_not_cann_tiling(core, tiling, dtype)
+
+
+def _check_aliasing(core, tensors, tiling):
+    """An output that shares bytes with the other output, or with a buffer the kernel reads
+    after its first write of that output, makes the results wrong; the device gives the same
+    wrong bits, so they are kept: a LngbWarning says so (HazardError in checked mode). The
+    kernel reads inputDy and its temp buffer after the first write of each output; it reads
+    resForGamma after one only when it has more than one chunk (common path) or column block
+    (the 950)."""
+    (_, out_g), (_, out_b), (_, rfg), (_, dy), (_, tmp) = tensors
+    t, size = tiling, dy.dtype.itemsize
+    regbase = core.product.kernel_path == "regbase"
+    several = (t.hLength > 64 if regbase
+               else t.loopRound + (t.inputTailSize > 0) > 1)
+    read_later = [("inputDy", dy, t.bshLength * size)]
+    if several:
+        read_later.append(("resForGamma", rfg, t.bshLength * size))
+    if not regbase:
+        read_later.append(("sharedTmpBuffer", tmp, 4 * t.stackBufferSize))
+    outputs = (("outputPdGamma", out_g), ("outputPdBeta", out_b))
+    for k, (name, out) in enumerate(outputs):
+        others = read_later + [(n, o, t.hLength * size) for n, o in outputs[k + 1:]]
+        for other_name, other, nbytes in others:
+            start = max(out.address, other.address)
+            end = min(out.address + t.hLength * size, other.address + nbytes)
+            if start < end:
+                message = (f"{API}: {name} (UB bytes [{out.address}, "
+                           f"{out.address + t.hLength * size})) shares bytes [{start}, {end}) "
+                           f"with {other_name} (UB bytes [{other.address}, "
+                           f"{other.address + nbytes})), which the kernel "
+                           + ("writes too" if other_name.startswith("output") else
+                              f"reads after its first write of {name}")
+                           + ": the results are wrong, as they would be on the device")
+                if core.mode == "checked":
+                    raise HazardError(message)
+                core.warn(message)
 
 
 def _warn_if_not_cann_tiling(core, tiling, dtype):

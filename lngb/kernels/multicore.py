@@ -194,8 +194,11 @@ class LayerNormGradBetaKernel:
         s, n = self.dtype.itemsize, 2 * cols
         out = self.out_que.AllocTensor(self.dtype)
         total = self.total_buf.Get(F32, n)
-        (DataCopy(out, total, n) if self.dtype == F32
-         else Cast(out, total, RoundMode.CAST_NONE, n))
+        if self.dtype == F32:
+            DataCopy(out, total, n)
+        else:  # the 950's API saturates its half outputs; its operator does the same
+            saturate = True if self.core.product.kernel_path == "regbase" else None
+            Cast(out, total, RoundMode.CAST_NONE, n, sat_mode=saturate)
         PipeBarrier(PIPE_V)
         self.out_que.EnQue(out)
         out = self.out_que.DeQue(self.dtype)

@@ -7,13 +7,15 @@ command loop (step, until, break, watch, run, ub, mask, trace, next, tensors, qu
 its commands from a file.
 """
 import cmd
+import difflib
 import shlex
 
 import numpy as np
 
-from ..errors import LngbError
+from ..errors import InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
 from ..record import clear_footprint, footprint_flags
+from ..tensor import LocalTensor
 from ..vector_ops.types import MaskMode
 from .trace import format_record
 
@@ -56,15 +58,30 @@ class Debugger:
 
     def view(self, tensor):
         """A typed copy of a LocalTensor (or of a tensor named in `tensors`) as it is now."""
-        tensor = self.tensors[tensor] if isinstance(tensor, str) else tensor
+        if isinstance(tensor, str):
+            if tensor not in self.tensors:
+                raise InvalidArgumentError(
+                    f"view: no tensor named {tensor!r}; the kernel's tensors are "
+                    f"{', '.join(self.tensors)}" + _close_matches(tensor, self.tensors))
+            tensor = self.tensors[tensor]
+        if not isinstance(tensor, LocalTensor):
+            raise InvalidArgumentError(f"view: expects a tensor name or a LocalTensor, got "
+                                       f"{tensor!r}")
         return tensor.read()
 
     def results(self):
-        """(pd_gamma, pd_beta) as the UB -> GM copies have written them so far."""
+        """(pd_gamma, pd_beta), once the kernel has run to the end (the last DataCopys write
+        them to GM)."""
+        if not self.finished:
+            raise InvalidArgumentError(
+                f"results: the kernel is at #{self.next.seq} of {len(self.records)}; its outputs "
+                "are in GM only once it has run to the end (run(), or step until finished)")
         return self._results()
 
     def step(self, n=1):
         """Execute the next n records; returns them."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidArgumentError(f"step: n must be a whole number >= 0, got {n!r}")
         done = []
         for _ in range(n):
             if self.finished:
@@ -76,14 +93,20 @@ class Debugger:
         """Execute until the next record matches `target` (a sequence number, an instruction
         name or a predicate on the record) and stop before it; a match at the current record
         is stepped over first. Returns the matching record, or None at the end."""
-        if isinstance(target, (int, np.integer)):
+        if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
             matches = lambda r: r.seq == target
         elif isinstance(target, str):
-            if target not in {r.name for r in self.records}:
-                raise KeyError(f"no instruction or event named {target!r} in this kernel")
+            names = sorted({r.name for r in self.records})
+            if target not in names:
+                raise InvalidArgumentError(
+                    f"run_until: no instruction or event named {target!r} in this kernel (it "
+                    f"has {', '.join(names)})" + _close_matches(target, names))
             matches = lambda r: r.name == target
-        else:
+        elif callable(target):
             matches = target
+        else:
+            raise InvalidArgumentError(f"run_until: expects a sequence number, a name or a "
+                                       f"predicate, got {target!r}")
         if not self.finished and matches(self.next):
             self._execute_next()
         while not self.finished:
@@ -95,9 +118,17 @@ class Debugger:
     def watch(self, start, end=None):
         """Stop `run` after an instruction that writes UB bytes [start, end) (or a tensor)."""
         if end is None:
+            if not isinstance(start, LocalTensor):
+                raise InvalidArgumentError(f"watch: expects a LocalTensor or a byte range "
+                                           f"(start, end), got {start!r}")
             start, end = start.address, start.address + start.nbytes
+        for value in (start, end):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InvalidArgumentError(f"watch: byte addresses must be integers, got "
+                                           f"{value!r}")
         if not 0 <= start < end <= self.core.ub.size:
-            raise ValueError(f"watch: [{start}, {end}) is not a byte range of the UB")
+            raise InvalidArgumentError(f"watch: [{start}, {end}) is not a byte range of the UB "
+                                       f"(0 <= start < end <= {self.core.ub.size})")
         self.watchpoints.append((int(start), int(end)))
 
     def run(self):
@@ -159,13 +190,18 @@ class OperatorDebugger:
         return getattr(self.debuggers[self.focused], name)
 
     def focus(self, c):
-        if not 0 <= c < len(self.debuggers):
-            raise ValueError(f"focus: core {c} outside 0 ~ {len(self.debuggers) - 1}")
-        self.focused = c
-        return self.debuggers[c]
+        if (isinstance(c, bool) or not isinstance(c, (int, np.integer))
+                or not 0 <= c < len(self.debuggers)):
+            raise InvalidArgumentError(f"focus: core {c!r} outside 0 ~ {len(self.debuggers) - 1}")
+        self.focused = int(c)
+        return self.debuggers[self.focused]
 
     def results(self):
-        """(pd_gamma, pd_beta) as the cores have written them so far."""
+        """(pd_gamma, pd_beta), once every core has run to the end."""
+        if not self.finished:
+            behind = [d.index for d in self.debuggers if not d.finished]
+            raise InvalidArgumentError(f"results: cores {behind} have not run to the end; the "
+                                       "outputs are in GM only then (run_all())")
         out = self.output.view(np.dtype(self.tiling.dtype))
         return out[:self.tiling.h].copy(), out[self.tiling.h:].copy()
 
@@ -179,6 +215,11 @@ class OperatorDebugger:
             for d in self.debuggers:
                 while not d.finished and (phase == "end" or d.pc < d.barrier):
                     d._execute_next()
+
+
+def _close_matches(word, words):
+    close = difflib.get_close_matches(word, list(words), n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 class _CoreDebugger(Debugger):

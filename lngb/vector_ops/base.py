@@ -70,10 +70,11 @@ class Operand:
         self.extent = None
 
 
-def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, scalar=None,
+def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, scalar=0,
                       round_mode=0, sat_mode=None, saturates=True):
     """Validate and issue one element-wise instruction (count form when `repeat` is None).
-    `saturates=False`: the result moves bits and ignores the saturation mode (Duplicate).
+    `scalar`: the scalar operand's bits in dst's type (scalar_bits); `saturates=False`: the
+    result moves bits and ignores the saturation mode (Duplicate).
 
     An instruction on the 950's vector registers (VREG operands) stands for a register-based
     op: its mask is a MaskReg (a normal-mode mask), and the global mask register is left as is."""
@@ -100,7 +101,6 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
         check_inside(api, operand.name, operand.tensor, operand.extent)
     for src in sources:
         check_no_partial_overlap(api, dst, src, lanes)
-    bits = 0 if scalar is None else scalar_bits(api, scalar, dst.tensor.dtype)
 
     # operands the instruction does not read are named as dst (kernels never use them)
     src0, src1 = (tuple(sources) + (Operand("none", dst.tensor, 0, 0),) * 2)[:2]
@@ -108,7 +108,7 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
     row[DT_DST] = DTYPE_CODE[dst.tensor.dtype]
     row[DT_SRC] = DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype]
     row[DST], row[SRC0], row[SRC1] = dst.tensor.address, src0.tensor.address, src1.tensor.address
-    row[SCALAR], row[COUNTER], row[MASK0], row[MASK1] = bits, counter, as_int64(word0), as_int64(word1)
+    row[SCALAR], row[COUNTER], row[MASK0], row[MASK1] = scalar, counter, as_int64(word0), as_int64(word1)
     row[REPEAT] = repeat
     row[DST_BLK], row[SRC0_BLK], row[SRC1_BLK] = dst.blk, src0.blk, src1.blk
     row[DST_REP], row[SRC0_REP], row[SRC1_REP] = dst.rep, src0.rep, src1.rep
@@ -121,15 +121,18 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
 
 
 def scalar_bits(api, value, dtype):
-    """The scalar converted to the tensor's dtype (RNE; out of range -> inf), as its bits."""
+    """The scalar converted to the tensor's dtype (RNE; beyond the type's range -> inf), as its
+    bits."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                     np.floating)):
         raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")
     try:
         with np.errstate(over="ignore"):
             as_dtype = np.array(value, dtype=dtype)
-    except OverflowError:  # a Python int beyond float64: as the device, an infinity
-        as_dtype = np.array(np.inf if value > 0 else -np.inf, dtype=dtype)
+    except OverflowError:
+        raise InvalidArgumentError(f"{api}: the scalar {value} is beyond the range of a double "
+                                   "(about 1.8e308), so it has no value to convert to "
+                                   f"{np.dtype(dtype).name}") from None
     return int(as_dtype.view(np.uint32 if dtype == np.float32 else np.uint16))
 
 

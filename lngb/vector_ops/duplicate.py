@@ -1,6 +1,6 @@
 """Duplicate: every active lane of dst = scalar (spec vector_unit.md §3.6). It moves the
 scalar's bits: the saturation mode does not apply."""
-from .base import FLOAT_TYPES, Operand, issue_elementwise
+from .base import FLOAT_TYPES, Operand, issue_elementwise, scalar_bits
 from .checks import check_local, check_range
 from ..runtime.memo import count_form_memo
 
@@ -14,7 +14,7 @@ def make_wrapper(entry):
         d = Operand("dst", dst, check_range(api, "dstBlockStride", dstBlockStride, 0, 65535),
                     check_range(api, "dstRepeatStride", dstRepeatStride, 0, 255))
         issue_elementwise(entry, d, (), mask, repeatTime, is_set_mask=is_set_mask,
-                          scalar=scalarValue, saturates=False)
+                          scalar=scalar_bits(api, scalarValue, dst.dtype), saturates=False)
 
     wrapper.__name__ = wrapper.__qualname__ = api
     wrapper.__doc__ = (f"{api}: {entry.doc}.\n\n{api}(dst, scalar, count) or {api}(dst, scalar, "

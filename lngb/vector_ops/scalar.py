@@ -1,7 +1,8 @@
 """The scalar family: dst = src op scalar, the scalar first converted to the dtype (RNE)
 (Adds, Muls). Call forms: op(dst, src, scalar, count) and
 op(dst, src, scalar, mask, repeatTime, UnaryRepeatParams)."""
-from .base import FLOAT_TYPES, Operand, check_dtypes, check_same_dtype, issue_elementwise
+from .base import (FLOAT_TYPES, Operand, check_dtypes, check_same_dtype, issue_elementwise,
+                   scalar_bits)
 from .checks import check_local, check_range
 from ..runtime.memo import count_form_memo
 from .types import UnaryRepeatParams
@@ -28,7 +29,7 @@ def make_wrapper(entry):
         check_dtypes(entry, dst, src)
         d, s = unary_operands(api, dst, src, repeatParams)
         issue_elementwise(entry, d, (s,), mask, repeatTime, is_set_mask=is_set_mask,
-                          scalar=scalarValue)
+                          scalar=scalar_bits(api, scalarValue, dst.dtype))
 
     wrapper.__name__ = wrapper.__qualname__ = api
     wrapper.__doc__ = (f"{api}: {entry.doc}.\n\n{api}(dst, src, scalar, count) or "
