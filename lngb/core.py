@@ -32,6 +32,9 @@ from .vector_ops.table import TABLE
 from .vector_ops.types import HardEvent, MaskMode, Pipe
 
 MODES = ("fast", "observed", "checked")
+# Div and Sqrt: "ieee" correctly rounded, subnormals kept; "ftz" subnormal operands and results
+# flushed to zero (what the 950 documents; A2/A3/310P are not documented)
+DIV_SQRT = ("ieee", "ftz")
 MODE_OBSERVERS = {mode: () for mode in MODES}   # mode -> factories core -> observer
 FULL_MASK = (1 << 64) - 1
 NO_GM = np.zeros(0, dtype=np.uint8)
@@ -65,7 +68,8 @@ class Hook:
 
 
 class AICore:
-    """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer)."""
+    """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer);
+    `sat_mode`: None (the product's), True or False; `div_sqrt`: "ieee" or "ftz" (DIV_SQRT)."""
 
     @staticmethod
     def ub_bytes(product):
@@ -73,7 +77,7 @@ class AICore:
         return get_product(product).ub_size + VREG_COUNT * VREG_BYTES
 
     def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None,
-                 _ub=None):
+                 div_sqrt="ieee", _ub=None):
         self.product = get_product(product)
         if mode not in MODES:
             raise InvalidArgumentError(f"AICore: mode must be one of {MODES}, got {mode!r}")
@@ -87,6 +91,10 @@ class AICore:
             raise InvalidArgumentError(f"AICore: {self.product.name} supports saturation mode "
                                        "only (sat_mode=True)")
         self.sat_mode = int(bool(sat_mode))
+        if div_sqrt not in DIV_SQRT:
+            raise InvalidArgumentError(f"AICore: div_sqrt must be one of {DIV_SQRT}, got "
+                                       f"{div_sqrt!r}")
+        self.div_sqrt = div_sqrt
         self.ub_size = self.product.ub_size
         # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
         self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub

@@ -120,7 +120,7 @@ class TraceRecord:
 
     @property
     def is_vector(self):
-        return self.row[P.KIND] in (P.ELEMENTWISE, P.REDUCE)
+        return self.row[P.KIND] in (P.ELEMENTWISE, P.REDUCE, P.BROADCAST)
 
     @property
     def dtype(self):

@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import lngb
-from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, BlockReduceSum,
-                             Cast, DataCopy, DataCopyParams, Duplicate, MaskMode, Mul, Muls,
-                             PairReduceSum, ResetMask, RoundMode, SetMaskCount, SetMaskNorm,
-                             SetVectorMask, Sub, UnaryRepeatParams, WholeReduceSum)
+from lngb.vector_ops import (MASK_PLACEHOLDER, Abs, Add, Adds, BinaryRepeatParams,
+                             BlockReduceSum, Brcb, BrcbRepeatParams, Cast, DataCopy,
+                             DataCopyParams, Div, Duplicate, MaskMode, Max, Maxs, Min, Mins, Mul,
+                             Muls, PairReduceSum, Relu, ResetMask, RoundMode, SetMaskCount,
+                             SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
+                             WholeReduceSum)
 
 import naive
 from conftest import F16, F32, fill_random, garbage_ub, put, random_finite, seed_of
@@ -35,7 +37,11 @@ EDGE_CASES = ("dst_eq_src0", "dst_eq_src1", "partial_mask", "counter_mask", "rep
               "stride_gt_1", "tail")
 TENSOR_BYTES = 8192          # every operand tensor; >= any footprint the tables use
 RED_DST_BYTES = 16384        # PairReduceSum with dstRepStride 16 over 8 repeats needs 14.5 KiB
-ELEMENTWISE = {"Add": Add, "Sub": Sub, "Mul": Mul, "Adds": Adds, "Muls": Muls}
+ELEMENTWISE = {"Add": Add, "Sub": Sub, "Mul": Mul, "Div": Div, "Max": Max, "Min": Min,
+               "Adds": Adds, "Muls": Muls, "Maxs": Maxs, "Mins": Mins,
+               "Sqrt": Sqrt, "Abs": Abs, "Relu": Relu}
+ONE_SOURCE = {"Duplicate": 0, "Adds": 1, "Muls": 1, "Maxs": 1, "Mins": 1, "Cast": 1,
+              "Sqrt": 1, "Abs": 1, "Relu": 1}   # sources of the instructions with fewer than 2
 REDUCTIONS = {"BlockReduceSum": (BlockReduceSum, naive.block_reduce_sum),
               "WholeReduceSum": (WholeReduceSum, naive.whole_reduce_sum),
               "PairReduceSum": (PairReduceSum, naive.pair_reduce_sum)}
@@ -96,10 +102,15 @@ class EW:
     round_mode: str = "CAST_NONE"
     specials: tuple = ()         # arrays written at the start of src0 (and src1)
     sat_override: bool = None    # Cast(..., sat_mode=...)
+    ftz: bool = False            # AICore(div_sqrt="ftz"): Div/Sqrt flush subnormals
 
     @property
     def n_src(self):
-        return {"Duplicate": 0, "Adds": 1, "Muls": 1, "Cast": 1}.get(self.instr, 2)
+        return ONE_SOURCE.get(self.instr, 2)
+
+    @property
+    def unary(self):
+        return self.instr in naive.UNARY_OPS
 
     @property
     def sdt(self):
@@ -205,6 +216,8 @@ def build_ew(spec, core, rng):
             if spec.sat_override is not None:
                 kw["sat_mode"] = spec.sat_override
             Cast(dst, srcs[0], RoundMode[spec.round_mode], *margs, **kw)
+        elif spec.unary:
+            ELEMENTWISE[instr](dst, srcs[0], *margs, **kw)
         elif spec.n_src == 1:
             ELEMENTWISE[instr](dst, srcs[0], spec.scalar, *margs, **kw)
         else:
@@ -219,11 +232,14 @@ def build_ew(spec, core, rng):
         if instr == "Cast":
             return naive.cast(ub, dt, sdt, dst.address, srcs[0].address, spec.round_mode,
                               strides=strides, sat=sat, **m)
+        if spec.unary:
+            return naive.unary(instr, ub, dt, dst.address, srcs[0].address, strides=strides,
+                               sat=sat, ftz=spec.ftz, **m)
         if spec.n_src == 1:
             return naive.unary_scalar(instr, ub, dt, dst.address, srcs[0].address, spec.scalar,
                                       strides=strides, sat=sat, **m)
         return naive.binary(instr, ub, dt, dst.address, srcs[0].address, srcs[1].address,
-                            strides=strides, sat=sat, **m)
+                            strides=strides, sat=sat, ftz=spec.ftz, **m)
 
     return run, oracle
 
@@ -317,13 +333,43 @@ def build_copy(spec, core, rng):
     return run, oracle
 
 
+@dataclass(frozen=True)
+class BRCB:
+    """Brcb(dst, src, repeat, BrcbRepeatParams(dst_blk, dst_rep)); src may be a view at an
+    element offset."""
+    dtype: np.dtype
+    repeat: int = 1
+    dst_blk: int = 1
+    dst_rep: int = 8
+    src_offset: int = 0
+    instr: str = "Brcb"
+
+
+def build_brcb(spec, core, rng):
+    dt = spec.dtype
+    src = core.alloc(TENSOR_BYTES // dt.itemsize, dt)
+    dst = core.alloc(4 * TENSOR_BYTES // dt.itemsize, dt)
+    _write_sources([src], (), rng)
+    if spec.src_offset:
+        src = src[spec.src_offset]
+
+    def run():
+        Brcb(dst, src, spec.repeat, BrcbRepeatParams(spec.dst_blk, spec.dst_rep))
+
+    def oracle(ub):
+        return naive.brcb(ub, dt, dst.address, src.address, repeat=spec.repeat,
+                          dst_blk=spec.dst_blk, dst_rep=spec.dst_rep)
+
+    return run, oracle
+
+
 def garbage_ub_range(core, tensor, rng):
     """Random bytes over one UB tensor (a DataCopy destination: untouched bytes stay garbage)."""
     core.ub[tensor.address:tensor.address + tensor.nbytes] = rng.integers(
         0, 256, size=tensor.nbytes, dtype=np.uint8)
 
 
-BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy}
+BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy, BRCB: build_brcb}
 
 
 # =============================================================================================
@@ -421,7 +467,8 @@ def first_difference(actual, expected):
 
 def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=None):
     """Fresh core, garbage UB, spec's tensors; oracle on `before`; instruction; whole-UB compare."""
-    core = lngb.AICore(product, mode=mode, sat_mode=sat)
+    core = lngb.AICore(product, mode=mode, sat_mode=sat,
+                       div_sqrt="ftz" if getattr(spec, "ftz", False) else "ieee")
     rng = np.random.default_rng(seed)
     garbage_ub(core, rng)
     run, oracle = BUILDERS[type(spec)](spec, core, rng)
@@ -450,7 +497,7 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
 def mask_register_after(spec):
     """What the mask register holds after a row: the count form and ResetMask restore normal
     mode and a full mask; an explicit mask argument stays in the register (Ascend C)."""
-    form = getattr(spec, "form", "count")
+    form = getattr(spec, "form", "count")   # Brcb resets the mask, as the count form does
     if form == "mask":
         return (MaskMode.NORMAL, *mask_words(spec.mask, spec.epr))
     if form == "counter":

@@ -33,8 +33,10 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 HALF_MAX = 65504.0
 
-BINARY_OPS = ("Add", "Sub", "Mul")
-SCALAR_OPS = {"Adds": "Add", "Muls": "Mul"}
+BINARY_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
+SCALAR_OPS = {"Adds": "Add", "Muls": "Mul", "Maxs": "Max", "Mins": "Min"}
+UNARY_OPS = ("Sqrt", "Abs", "Relu")
+FLT_MIN = np.float32(2.0 ** -126)
 ROUND_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC",
                "CAST_ODD")
 
@@ -142,10 +144,37 @@ def _round_to(x32, dtype, sat):
         return half_saturate(x32.astype(F16), sat)
 
 
-def _arith(op, a, b, dtype, sat):
-    """Element-wise a op b: float in float32; half in float32 from exact halves, rounded once."""
+def _signbit(x):
+    return (np.asarray(x, dtype=F32).view(np.uint32) >> 31).astype(bool)
+
+
+def _max(a, b):
+    """max with -0 below +0 (spec vector_unit.md §3; DESIGN.md): NaNs are handled by the caller."""
+    tie = a == b
+    return np.where(tie, np.where(_signbit(a), b, a), np.where(a > b, a, b))
+
+
+def _min(a, b):
+    tie = a == b
+    return np.where(tie, np.where(_signbit(a), a, b), np.where(a < b, a, b))
+
+
+def flush_subnormals(x32):
+    """Subnormal float32 values become zeros of their sign (the div_sqrt="ftz" switch)."""
+    x32 = np.array(x32, dtype=F32)
+    tiny = (np.abs(x32) < FLT_MIN) & (x32 != 0)
+    x32[tiny] = np.copysign(np.float32(0), x32[tiny])
+    return x32
+
+
+def _arith(op, a, b, dtype, sat, ftz=False):
+    """Element-wise a op b: float in float32; half in float32 from exact halves, rounded once.
+    Div is correctly rounded (the division of float32 numbers, rounded to nearest even); with
+    `ftz`, its subnormal operands and results are zeros."""
     a32 = np.asarray(a).astype(F32)
     b32 = np.asarray(b).astype(F32)
+    if ftz and op == "Div":
+        a32, b32 = flush_subnormals(a32), flush_subnormals(b32)
     with np.errstate(all="ignore"):
         if op == "Add":
             r = a32 + b32
@@ -153,8 +182,16 @@ def _arith(op, a, b, dtype, sat):
             r = a32 - b32
         elif op == "Mul":
             r = a32 * b32
+        elif op == "Div":
+            r = a32 / b32
+        elif op == "Max":
+            r = _max(a32, b32).astype(F32)
+        elif op == "Min":
+            r = _min(a32, b32).astype(F32)
         else:
             raise ValueError(f"unknown op {op!r}")
+    if ftz and op == "Div":
+        r = flush_subnormals(r)
     # A NaN result carries the first NaN operand's payload (src0, then src1), quieted.
     quiet = lambda x: (np.broadcast_to(x, r.shape).view(np.uint32) | np.uint32(0x400000)).view(F32)
     r = np.where(np.isnan(a32), quiet(a32), np.where(np.isnan(b32), quiet(b32), r))
@@ -238,8 +275,8 @@ def _tree_sum(values, present, dtype, sat):
 
 
 def binary(op, ub, dtype, dst, src0, src1, *, mode="normal", mask=None, repeat=1, count=None,
-           strides=(1, 1, 1, 8, 8, 8), sat=False):
-    """Add/Sub/Mul: dst = src0 op src1 on the active lanes."""
+           strides=(1, 1, 1, 8, 8, 8), sat=False, ftz=False):
+    """Add/Sub/Mul/Div/Max/Min: dst = src0 op src1 on the active lanes."""
     if op not in BINARY_OPS:
         raise ValueError(f"op must be one of {BINARY_OPS}")
     d = _float_dtype(dtype)
@@ -253,7 +290,7 @@ def binary(op, ub, dtype, dst, src0, src1, *, mode="normal", mask=None, repeat=1
         a_s1 = [lane_address(src1, s, s1bs, s1rs, r, e) for e in lanes]
         x = _load(out, a_s0, d)
         y = _load(out, a_s1, d)
-        _store(out, a_dst, _arith(op, x, y, d, sat), d)
+        _store(out, a_dst, _arith(op, x, y, d, sat, ftz), d)
     return out
 
 
@@ -274,6 +311,62 @@ def unary_scalar(op, ub, dtype, dst, src, scalar, *, mode="normal", mask=None, r
         x = _load(out, a_src, d)
         y = np.full(len(lanes), c, dtype=d)
         _store(out, a_dst, _arith(SCALAR_OPS[op], x, y, d, sat), d)
+    return out
+
+
+def _unary(op, x, dtype, sat, ftz):
+    """Sqrt (correctly rounded; with ftz, subnormals are zeros), Abs (the sign bit cleared,
+    NaN payloads kept) and Relu (max(x, +0)); a NaN result of Sqrt/Relu carries the operand's
+    payload, quieted."""
+    x32 = np.asarray(x).astype(F32)
+    if op == "Abs":
+        r = (x32.view(np.uint32) & np.uint32(0x7FFFFFFF)).view(F32)
+        return _round_to(r, dtype, sat)
+    if op == "Sqrt":
+        if ftz:
+            x32 = flush_subnormals(x32)
+        with np.errstate(invalid="ignore"):
+            r = np.sqrt(x32)
+        if ftz:
+            r = flush_subnormals(r)
+    elif op == "Relu":
+        r = _max(x32, np.zeros_like(x32)).astype(F32)
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    quiet = (x32.view(np.uint32) | np.uint32(0x400000)).view(F32)
+    return _round_to(np.where(np.isnan(x32), quiet, r), dtype, sat)
+
+
+def unary(op, ub, dtype, dst, src, *, mode="normal", mask=None, repeat=1, count=None,
+          strides=(1, 1, 8, 8), sat=False, ftz=False):
+    """Sqrt/Abs/Relu: dst = op(src) on the active lanes."""
+    if op not in UNARY_OPS:
+        raise ValueError(f"op must be one of {UNARY_OPS}")
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    dbs, sbs, drs, srs = strides
+    epr = lanes_per_repeat(d)
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        a_dst = [lane_address(dst, s, dbs, drs, r, e) for e in lanes]
+        a_src = [lane_address(src, s, sbs, srs, r, e) for e in lanes]
+        _store(out, a_dst, _unary(op, _load(out, a_src, d), d, sat, ftz), d)
+    return out
+
+
+def brcb(ub, dtype, dst, src, *, repeat, dst_blk=1, dst_rep=8):
+    """Brcb (spec layernorm_grad.md §4.9): src[8q + k] fills the 32-byte block at
+    dst + 32 * (q * dst_rep + k * dst_blk), for q < repeat and k < 8 (dst_blk 0 walks as 1)."""
+    d = _float_dtype(dtype)
+    s = d.itemsize
+    out = _copy_ub(ub)
+    dst_blk = dst_blk or 1
+    values = _load(out, [src + s * i for i in range(8 * repeat)], d)
+    for q in range(repeat):
+        for k in range(8):
+            block = dst + 32 * (q * dst_rep + k * dst_blk)
+            _store(out, [block + s * i for i in range(32 // s)],
+                   np.full(32 // s, values[8 * q + k], dtype=d), d)
     return out
 
 

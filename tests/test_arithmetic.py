@@ -1,5 +1,5 @@
-"""Element-wise arithmetic (Add, Sub, Mul, Adds, Muls) and Duplicate against the independent
-oracles of tests/naive.py.
+"""Element-wise arithmetic (Add, Sub, Mul, Div, Max, Min, Adds, Muls, Maxs, Mins, Sqrt, Abs,
+Relu) and Duplicate against the independent oracles of tests/naive.py.
 
 1. Golden tables, one named case per row (STYLE.md 9: ``dst_eq_src0``, ``dst_eq_src1``,
    ``partial_mask``, ``counter_mask``, ``repeat_0``, ``stride_gt_1``, ``tail``, plus ``full``
@@ -139,6 +139,111 @@ for dt in (F32, F16):
         r("specials", "scalar_tenth", form="count", count=E, scalar=0.1, sat=True)
 
 
+# ---- Div / Max / Min: the rows of Add, and Div flushing subnormals (div_sqrt="ftz") ---------
+
+SUBNORMALS = {F32: ([1e-45, -3e-39, 1e-38, 2.0**-126, 5e-39, 0.0, 1.0, 6e-39, 1e30, -1e-40],
+                    [1.0, 2.0, 3.0, 0.5, -1e-39, 1e-39, 1e-40, 1e20, 1e-10, 4.0]),
+              F16: ([2**-24, -2**-20, 2**-14, 6e-5, 1.0, 0.0, 3.0, -2**-24, 60000.0, 0.5],
+                    [1.0, 2.0, 3.0, 0.5, -2**-24, 2**-24, 2**-20, 1e3, 1e-4, 4.0])}
+
+for op in ("Div", "Max", "Min"):
+    for dt in (F32, F16):
+        E, L = EPR[dt], DT_LABEL[dt]
+
+        def r(case, variant, nop=False, product="atlas-a2", sat=None, **kw):
+            row(GOLDEN, op, L, case, variant, EW(op, dt, **kw), nop=nop, product=product,
+                sat=sat)
+
+        r("full", "", mask=E, repeat=3)
+        r("dst_eq_src0", "count_form", form="count", count=2 * E + 5, alias="src0")
+        r("dst_eq_src1", "", mask=E - 3, repeat=2, alias="src1")
+        r("partial_mask", "continuous", mask=E // 2 + 5, repeat=3)
+        r("partial_mask", "bitwise", mask=rand_mask(dt, MASK_RNG), repeat=2)
+        r("partial_mask", "zero", mask=0, repeat=2, nop=True)
+        r("partial_mask", "placeholder", form="normal_ph", mask=rand_mask(dt, MASK_RNG), repeat=2)
+        r("counter_mask", "", form="counter", count=2 * E + 17, repeat=1)
+        r("counter_mask", "placeholder", form="counter_ph", count=3 * E - 1)
+        r("repeat_0", "", mask=E, repeat=0, nop=True)
+        r("repeat_0", "count_0", form="count", count=0, nop=True)
+        r("stride_gt_1", "", mask=E, repeat=3, strides=(2, 3, 1, 20, 24, 9))
+        r("stride_gt_1", "src_blk_0", mask=E, repeat=2, strides=(1, 0, 2, 8, 1, 16))
+        r("tail", "", form="count", count=2 * E + E // 3)
+        sp = BIN_SPECIALS[dt]
+        r("specials", "", form="count", count=len(sp[0]) + 3, specials=sp)
+        r("specials", "", form="count", count=len(sp[0]), specials=sp, sat=True)
+        r("specials", "", form="count", count=len(sp[0]), specials=sp, product="atlas-350")
+        if op == "Div":
+            r("specials", "subnormals", form="count", count=10, specials=SUBNORMALS[dt])
+            r("specials", "subnormals_ftz", form="count", count=10, specials=SUBNORMALS[dt],
+              ftz=True)
+        if dt == F16:
+            r("specials", "", form="count", count=len(sp[0]), specials=sp,
+              product="atlas-inference")
+
+# ---- Maxs / Mins ----------------------------------------------------------------------------
+
+for op in ("Maxs", "Mins"):
+    for dt in (F32, F16):
+        E, L = EPR[dt], DT_LABEL[dt]
+
+        def r(case, variant, nop=False, product="atlas-a2", sat=None, scalar=0.25, **kw):
+            row(GOLDEN, op, L, case, variant, EW(op, dt, scalar=scalar, **kw), nop=nop,
+                product=product, sat=sat)
+
+        r("full", "", mask=E, repeat=3, scalar=-0.5)
+        r("dst_eq_src0", "count_form", form="count", count=2 * E + 9, alias="src0")
+        r("partial_mask", "bitwise", mask=rand_mask(dt, MASK_RNG), repeat=3)
+        r("partial_mask", "zero", mask=0, repeat=2, nop=True)
+        r("counter_mask", "placeholder_strided", form="counter_ph", count=2 * E + 1,
+          strides=(3, 2, 25, 17))
+        r("repeat_0", "", mask=E, repeat=0, nop=True)
+        r("stride_gt_1", "", mask=E, repeat=3, strides=(2, 3, 17, 26))
+        r("tail", "", form="count", count=3 * E - 5)
+        src_sp = (SCALAR_SRC_SPECIALS[dt],)
+        for label, scalar in SCALARS.items():
+            r("specials", f"scalar_{label}", form="count", count=len(src_sp[0]) + 2,
+              specials=src_sp, scalar=scalar)
+        r("specials", "scalar_zero", form="count", count=len(src_sp[0]), specials=src_sp,
+          scalar=0.0)
+
+# ---- Sqrt / Abs / Relu ----------------------------------------------------------------------
+
+UNARY_SPECIALS = {dt: (np.concatenate([np.asarray(SCALAR_SRC_SPECIALS[dt], dtype=dt),
+                                       np.asarray([-4.0, -1e-3, 2.0, 0.5, 1e4], dtype=dt)]),)
+                  for dt in (F32, F16)}
+
+for op in ("Sqrt", "Abs", "Relu"):
+    for dt in (F32, F16):
+        E, L = EPR[dt], DT_LABEL[dt]
+
+        def r(case, variant, nop=False, product="atlas-a2", sat=None, **kw):
+            row(GOLDEN, op, L, case, variant, EW(op, dt, **kw), nop=nop, product=product,
+                sat=sat)
+
+        r("full", "", mask=E, repeat=3)
+        r("dst_eq_src0", "count_form", form="count", count=2 * E + 9, alias="src0")
+        r("dst_eq_src0", "rep_0", mask=E, repeat=3, strides=(1, 1, 0, 0), alias="src0")
+        r("partial_mask", "continuous", mask=E - 7, repeat=2)
+        r("partial_mask", "bitwise", mask=rand_mask(dt, MASK_RNG), repeat=3)
+        r("partial_mask", "zero", mask=0, repeat=2, nop=True)
+        r("partial_mask", "placeholder", form="normal_ph", mask=rand_mask(dt, MASK_RNG), repeat=2)
+        r("counter_mask", "", form="counter", count=E + 11, repeat=1)
+        r("counter_mask", "placeholder_strided", form="counter_ph", count=2 * E + 1,
+          strides=(3, 2, 25, 17))
+        r("repeat_0", "", mask=E, repeat=0, nop=True)
+        r("repeat_0", "count_0", form="count", count=0, nop=True)
+        r("stride_gt_1", "", mask=E, repeat=3, strides=(2, 3, 17, 26))
+        r("tail", "", form="count", count=3 * E - 5)
+        sp = UNARY_SPECIALS[dt]
+        r("specials", "", form="count", count=len(sp[0]) + 2, specials=sp)
+        r("specials", "", form="count", count=len(sp[0]), specials=sp, sat=True)
+        r("specials", "", form="count", count=len(sp[0]), specials=sp, product="atlas-350")
+        if op == "Sqrt":
+            sub = (np.asarray(SUBNORMALS[dt][0], dtype=dt),)
+            r("specials", "subnormals", form="count", count=10, specials=sub)
+            r("specials", "subnormals_ftz", form="count", count=10, specials=sub, ftz=True)
+
+
 @pytest.mark.parametrize("golden", golden_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)
@@ -151,7 +256,7 @@ def test_golden(golden, mode):
 @HYP
 @given(data=st.data())
 def test_hypothesis_binary(data):
-    op = data.draw(st.sampled_from(["Add", "Mul", "Sub"]), label="op")
+    op = data.draw(st.sampled_from(["Add", "Mul", "Sub", "Div", "Max", "Min"]), label="op")
     dt = data.draw(st.sampled_from([F32, F16]), label="dtype")
     form, mask, count, repeat = draw_mask(data, EPR[dt], dt)
     blk, rep = draw_strides(data, 3)
@@ -172,7 +277,7 @@ def test_hypothesis_binary(data):
 @HYP
 @given(data=st.data())
 def test_hypothesis_adds_muls(data):
-    op = data.draw(st.sampled_from(["Adds", "Muls"]), label="op")
+    op = data.draw(st.sampled_from(["Adds", "Muls", "Maxs", "Mins"]), label="op")
     dt = data.draw(st.sampled_from([F32, F16]), label="dtype")
     form, mask, count, repeat = draw_mask(data, EPR[dt], dt)
     blk, rep = draw_strides(data, 2)

@@ -1,5 +1,5 @@
 """The golden tables of the instruction families (test_arithmetic, test_cast, test_reductions,
-test_datacopy) checked together:
+test_datacopy, test_brcb) checked together:
 
 1. Row ids are unique across all families (they name the tests and seed the rows).
 2. Every name in ``INSTRUCTIONS`` has golden rows, with the applicable edge-case names.
@@ -12,12 +12,13 @@ from conftest import seed_of
 from golden import EDGE_CASES, check_spec
 from lngb.vector_ops import INSTRUCTIONS
 from test_arithmetic import GOLDEN as ARITHMETIC_ROWS
+from test_brcb import GOLDEN as BRCB_ROWS
 from test_cast import GOLDEN as CAST_ROWS
 from test_datacopy import GOLDEN as DATACOPY_ROWS
 from test_reductions import GOLDEN as REDUCTION_ROWS
 
 # every family's rows, in the order of the table before it was split by family
-GOLDEN = ARITHMETIC_ROWS + CAST_ROWS + REDUCTION_ROWS + DATACOPY_ROWS
+GOLDEN = ARITHMETIC_ROWS + CAST_ROWS + REDUCTION_ROWS + DATACOPY_ROWS + BRCB_ROWS
 
 
 def test_golden_ids_unique():
@@ -28,15 +29,16 @@ def test_golden_ids_unique():
 # Which STYLE.md edge cases apply to which instruction (no second source: no dst_eq_src1; no
 # source: no aliasing; DataCopy: no masks, no in-place).
 APPLICABLE = {
-    "Add": EDGE_CASES, "Sub": EDGE_CASES, "Mul": EDGE_CASES,
-    "Adds": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
-    "Muls": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
+    **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Max", "Min"), EDGE_CASES),
+    **dict.fromkeys(("Adds", "Muls", "Maxs", "Mins", "Sqrt", "Abs", "Relu"),
+                    tuple(c for c in EDGE_CASES if c != "dst_eq_src1")),
     "Duplicate": tuple(c for c in EDGE_CASES if not c.startswith("dst_eq")),
     "Cast": tuple(c for c in EDGE_CASES if not c.startswith("dst_eq")),
     "BlockReduceSum": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
     "WholeReduceSum": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
     "PairReduceSum": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
     "DataCopy": ("repeat_0", "stride_gt_1", "tail"),
+    "Brcb": ("repeat_0", "stride_gt_1", "tail"),   # no mask, no in-place (no overlap allowed)
 }
 
 

@@ -26,7 +26,8 @@ def count_form_memo(entry, count_args):
                 return wrapper(*args, **kwargs)
             core = first.core
             try:
-                key = (entry.opcode, core.product.name, core.sat_mode, *map(exact, args))
+                key = (entry.opcode, core.product.name, core.sat_mode, core.div_sqrt,
+                       *map(exact, args))
             except Uncacheable:
                 return wrapper(*args)
             if any(type(a) is LocalTensor and a.core is not core for a in args):

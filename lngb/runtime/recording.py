@@ -110,7 +110,8 @@ def run_recorded(core, key, body, gms=()):
 
 def program_key(core, key):
     """The key of `key`'s Program on this core as it is now."""
-    return cache_key(key, core.product.name, core.sat_mode, core.reserved_bytes, core.state())
+    return cache_key(key, core.product.name, core.sat_mode, core.div_sqrt, core.reserved_bytes,
+                     core.state())
 
 
 def run_program(core, full_key, body, gms=()):

@@ -165,7 +165,7 @@ class Plan:
 def plan(key, cores, make_kernel):
     """The Plan of a kernel on `cores` (cached under `key`, which must determine it):
     make_kernel(c, runner) builds core c's kernel."""
-    key = cache_key(key, cores[0].sat_mode, cores[0].reserved_bytes)
+    key = cache_key(key, cores[0].sat_mode, cores[0].div_sqrt, cores[0].reserved_bytes)
     cached = PLANS.get(key)
     if cached is not None:
         return cached

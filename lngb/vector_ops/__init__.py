@@ -4,12 +4,14 @@ from .mask import ResetMask, SetMaskCount, SetMaskNorm, SetVectorMask
 from .sync import PipeBarrier, SetFlag, SyncAll, WaitFlag
 from .table import TABLE, Instruction
 from .types import (MASK_PLACEHOLDER, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_S, PIPE_V,
-                    BinaryRepeatParams, DataCopyParams, HardEvent, MaskMode, Pipe, RoundMode,
-                    UnaryRepeatParams)
+                    BinaryRepeatParams, BrcbRepeatParams, DataCopyParams, HardEvent, MaskMode,
+                    Pipe, RoundMode, UnaryRepeatParams)
 
-Add, Sub, Mul = TABLE.wrapper("Add"), TABLE.wrapper("Sub"), TABLE.wrapper("Mul")
-Adds, Muls = TABLE.wrapper("Adds"), TABLE.wrapper("Muls")
-Duplicate, Cast = TABLE.wrapper("Duplicate"), TABLE.wrapper("Cast")
+Add, Sub, Mul, Div = (TABLE.wrapper(n) for n in ("Add", "Sub", "Mul", "Div"))
+Max, Min = TABLE.wrapper("Max"), TABLE.wrapper("Min")
+Adds, Muls, Maxs, Mins = (TABLE.wrapper(n) for n in ("Adds", "Muls", "Maxs", "Mins"))
+Sqrt, Abs, Relu = (TABLE.wrapper(n) for n in ("Sqrt", "Abs", "Relu"))
+Duplicate, Cast, Brcb = TABLE.wrapper("Duplicate"), TABLE.wrapper("Cast"), TABLE.wrapper("Brcb")
 BlockReduceSum = TABLE.wrapper("BlockReduceSum")
 WholeReduceSum = TABLE.wrapper("WholeReduceSum")
 PairReduceSum = TABLE.wrapper("PairReduceSum")

@@ -29,7 +29,8 @@ def make_wrapper(entry):
         issue_elementwise(entry, Operand("dst", dst, blk[0], rep[0]),
                           (Operand("src0", src0, blk[1], rep[1]),
                            Operand("src1", src1, blk[2], rep[2])),
-                          mask, repeatTime, is_set_mask=is_set_mask)
+                          mask, repeatTime, is_set_mask=is_set_mask,
+                          scalar=entry.lane_parameter(core, dst.dtype))
 
     wrapper.__name__ = wrapper.__qualname__ = api
     wrapper.__doc__ = (f"{api}: {entry.doc}, lane by lane.\n\n{api}(dst, src0, src1, count) or "

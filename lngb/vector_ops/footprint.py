@@ -2,9 +2,9 @@
 (masked-off lanes are neither read nor written), one rule per family. The sanitizer's shadow
 memory, the trace's byte counts and the debugger's watchpoints use it."""
 from .._jit import njit
-from .program import (BLOCK_COUNT, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC,
+from .program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC,
                       ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
-                      KIND, REDUCE, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP,
+                      KIND, REDUCE, REPEAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP,
                       UB_TO_GM)
 from .walk import burst, dtype_size, lane_active, lane_index, lanes_per_repeat, repeat_count
 
@@ -28,6 +28,19 @@ def footprint(row, read, written, bounds):
         _groups(row, read, written, bounds)
     elif kind == COPY:
         _bursts(row, read, written, bounds)
+    elif kind == BROADCAST:
+        _blocks(row, read, written, bounds)
+
+
+@njit
+def _blocks(row, read, written, bounds):
+    size = dtype_size(row[DT_DST])
+    for q in range(row[REPEAT]):
+        for k in range(8):
+            _mark(read, row[SRC0] // size + 8 * q + k, size, bounds)
+            block = row[DST] + 32 * (q * row[DST_REP] + k * row[DST_BLK])
+            for e in range(32 // size):
+                _mark(written, block // size + e, size, bounds)
 
 
 @njit

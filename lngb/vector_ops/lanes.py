@@ -60,3 +60,82 @@ def duplicate(a, b, s):
 def convert(a, b, s):
     """Cast: the value itself; the conversion is the store's rounding to the destination type."""
     return a
+
+
+# --- Div and Sqrt: correctly rounded; s != 0 flushes subnormal operands and results to zero ---
+# (AICore(div_sqrt="ftz"): the 950 documents its vdiv/vsqrt as not supporting denormals; what
+# A2/A3/310P do is not public, and the default keeps them, as IEEE does.)
+
+FLT_MIN = np.float32(2.0 ** -126)
+
+
+@njit
+def flush(x):
+    """x, or a zero of its sign when x is subnormal (branch-free)."""
+    return np.float32(x * np.float32(0.0)) if np.abs(x) < FLT_MIN else x
+
+
+@njit
+def div(a, b, s):
+    if s != 0:
+        a, b = flush(a), flush(b)
+    r = first_nan(a, b, a / b)
+    return flush(r) if s != 0 else r
+
+
+@njit
+def sqrt(a, b, s):
+    if s != 0:
+        a = flush(a)
+    r = first_nan(a, a, np.sqrt(a))
+    return flush(r) if s != 0 else r
+
+
+# --- exact lanes: Max Min Maxs Mins Abs Relu -------------------------------------------------
+
+@njit
+def larger(a, b):
+    """max(a, b) with -0 below +0 in either order (NaNs are handled by the caller)."""
+    if a == b:  # equal, or +0 and -0: the one whose sign bit is clear
+        return a if np.float32(a).view(np.uint32) < np.float32(b).view(np.uint32) else b
+    return a if a > b else b
+
+
+@njit
+def smaller(a, b):
+    if a == b:
+        return a if np.float32(a).view(np.uint32) > np.float32(b).view(np.uint32) else b
+    return a if a < b else b
+
+
+@njit
+def max_(a, b, s):
+    return first_nan(a, b, larger(a, b))
+
+
+@njit
+def min_(a, b, s):
+    return first_nan(a, b, smaller(a, b))
+
+
+@njit
+def maxs(a, b, s):
+    return first_nan(a, s, larger(a, s))
+
+
+@njit
+def mins(a, b, s):
+    return first_nan(a, s, smaller(a, s))
+
+
+@njit
+def abs_(a, b, s):
+    """The sign bit cleared (a NaN keeps its payload, as IEEE abs does)."""
+    return np.uint32(np.int64(np.float32(a).view(np.uint32)) & 0x7FFFFFFF).view(np.float32)
+
+
+@njit
+def relu(a, b, s):
+    """max(a, +0): -0 gives +0, a NaN stays a NaN (quieted)."""
+    zero = np.float32(0.0)
+    return first_nan(a, a, larger(a, zero))

@@ -28,7 +28,7 @@ GM_TO_UB, UB_TO_GM, UB_TO_UB = 0, 1, 2
 GM_SLOTS = 4  # `execute` always gets this many GM byte arrays
 
 # Families of kernels (the KIND column); events change no byte and `execute` skips them.
-ELEMENTWISE, REDUCE, COPY, EVENT = range(4)
+ELEMENTWISE, REDUCE, COPY, EVENT, BROADCAST = range(5)
 
 # Data type codes used inside kernels.
 F32, F16 = 0, 1

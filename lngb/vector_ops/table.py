@@ -25,8 +25,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from . import binary, cast, copy, duplicate, lanes, reduce, scalar
-from .program import COPY, ELEMENTWISE, EVENT, REDUCE
+from . import binary, brcb, cast, copy, duplicate, lanes, reduce, scalar, unary
+from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, REDUCE
 from .types import Pipe
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -46,10 +46,12 @@ class Family:
 
 BINARY = Family("binary", ELEMENTWISE, 2, "lanes", "rate", binary.make_wrapper)
 SCALAR = Family("scalar", ELEMENTWISE, 1, "lanes", "rate", scalar.make_wrapper)
+UNARY = Family("unary", ELEMENTWISE, 1, "lanes", "rate", unary.make_wrapper)
 DUPLICATE = Family("duplicate", ELEMENTWISE, 0, "lanes", "rate", duplicate.make_wrapper)
 CAST = Family("cast", ELEMENTWISE, 1, "lanes", "rate", cast.make_wrapper)
 REDUCTION = Family("reduce", REDUCE, 1, "groups", "rate", reduce.make_wrapper)
 DATA_COPY = Family("copy", COPY, 1, "bursts", "copy", copy.make_wrapper)
+BRCB = Family("brcb", BROADCAST, 1, "blocks", "rate", brcb.make_wrapper)
 EVENTS = Family("event", EVENT)   # each event entry names its cost rule
 
 
@@ -63,6 +65,8 @@ class Instruction:
     pipe: Optional[int] = Pipe.PIPE_V   # None: resolved per call (DataCopy, SetFlag, WaitFlag)
     cost: Optional[str] = None     # the cost rule, if not the family's
     group: Any = None              # reductions: a Grouping
+    parameter: Optional[Callable] = None   # (core, dtype) -> the lane's scalar slot, for lanes
+                                           # that take a switch rather than a scalar operand
     doc: str = ""
     opcode: int = field(default=0, compare=False)
 
@@ -73,6 +77,17 @@ class Instruction:
     @property
     def is_instruction(self):
         return self.family.kind != EVENT
+
+    def lane_parameter(self, core, dtype):
+        return 0 if self.parameter is None else self.parameter(core, dtype)
+
+
+def denormal_switch(core, dtype):
+    """Div and Sqrt find the core's div_sqrt switch in their scalar slot (lanes.div): a
+    nonzero value flushes subnormals."""
+    if core.div_sqrt == "ieee":
+        return 0
+    return 0x3F800000 if np.dtype(dtype) == F32 else 0x3C00   # 1.0
 
 
 @dataclass(frozen=True)
@@ -92,8 +107,18 @@ BUILTIN = (
     Instruction("Add", BINARY, lanes.add, rate=(128, 64), doc="dst = src0 + src1"),
     Instruction("Sub", BINARY, lanes.sub, rate=(128, 64), doc="dst = src0 - src1"),
     Instruction("Mul", BINARY, lanes.mul, rate=(128, 64), doc="dst = src0 * src1"),
+    Instruction("Div", BINARY, lanes.div, rate=(32, 16), parameter=denormal_switch,
+                doc="dst = src0 / src1, correctly rounded"),
+    Instruction("Max", BINARY, lanes.max_, rate=(128, 64), doc="dst = max(src0, src1)"),
+    Instruction("Min", BINARY, lanes.min_, rate=(128, 64), doc="dst = min(src0, src1)"),
     Instruction("Adds", SCALAR, lanes.adds, rate=(128, 64), doc="dst = src + scalar"),
     Instruction("Muls", SCALAR, lanes.muls, rate=(128, 64), doc="dst = src * scalar"),
+    Instruction("Maxs", SCALAR, lanes.maxs, rate=(128, 64), doc="dst = max(src, scalar)"),
+    Instruction("Mins", SCALAR, lanes.mins, rate=(128, 64), doc="dst = min(src, scalar)"),
+    Instruction("Sqrt", UNARY, lanes.sqrt, rate=(32, 16), parameter=denormal_switch,
+                doc="dst = sqrt(src), correctly rounded"),
+    Instruction("Abs", UNARY, lanes.abs_, rate=(128, 64), doc="dst = |src|"),
+    Instruction("Relu", UNARY, lanes.relu, rate=(128, 64), doc="dst = max(src, 0)"),
     Instruction("Duplicate", DUPLICATE, lanes.duplicate, rate=(128, 64), doc="dst = scalar"),
     Instruction("Cast", CAST, lanes.convert, dtypes=((F32, F16), (F16, F32)), rate=(64, 64),
                 doc="dst = src converted (half <-> float)"),
@@ -104,6 +129,8 @@ BUILTIN = (
                 doc="one sum per repeat"),
     Instruction("PairReduceSum", REDUCTION, rate=(128, 64), group=PAIRS,
                 doc="sums of adjacent lane pairs"),
+    Instruction("Brcb", BRCB, rate=(128, 64),
+                doc="each source element fills a 32-byte block of dst"),
     Instruction("DataCopy", DATA_COPY, pipe=None, doc="GM <-> UB and UB -> UB bursts"),
     Instruction("PipeBarrier", EVENTS, pipe=Pipe.PIPE_S, cost="barrier"),
     Instruction("SetFlag", EVENTS, pipe=None, cost="set_flag"),
@@ -211,17 +238,23 @@ EXECUTOR_SOURCES = [pathlib.Path(__file__).with_name(name) for name in (
 PLACEHOLDER_LANE = "from lngb.vector_ops.lanes import add as lane_LANE\n"
 
 
+def _section(template, title, next_title):
+    return template[template.index(f"# --- {title}"):template.index(f"# --- {next_title}")]
+
+
 def _generate(entries):
-    """The table's executor module from template.py: its imports, the lanes (each a global the
-    walks call directly), the per-lane section once per element-wise instruction (LANE = its
-    opcode), an `elementwise` that dispatches on the opcode, and the executor section. A
-    fingerprint of the sources its code comes from, lanes included, is in a comment, so that
-    any change to them makes a new module (and a new disk cache)."""
+    """The table's executor module from template.py: its imports, the lanes (globals the loops
+    call directly), the per-lane sections for each element-wise instruction (LANE = its opcode),
+    `lane_of` and `flat_of` dispatching on the opcode, and the executor section. A fingerprint
+    of the sources its code comes from, lanes included, is in a comment, so that any change to
+    them makes a new module (and a new disk cache)."""
     template = TEMPLATE.read_text()
     imports = template[template.index("import numpy"):template.index("# --- per lane")]
-    per_lane = template[template.index("# --- per lane"):template.index("# --- dispatch")]
+    per_lane = _section(template, "per lane", "per mixed lane")
+    per_mixed_lane = _section(template, "per mixed lane", "dispatch")
     executor = template[template.index("# --- executor"):]
     chain = [e for e in entries if e.family.kind == ELEMENTWISE]
+    mixed = {e.opcode for e in chain if all(d != s for d, s in e.dtypes)}
     fingerprint = hashlib.sha1(b"".join([*(p.read_bytes() for p in EXECUTOR_SOURCES),
                                          *(_fingerprint(e.lane) for e in chain)])).hexdigest()
     lines = ['"""Generated by lngb.vector_ops.table from template.py and the instruction table; '
@@ -230,11 +263,20 @@ def _generate(entries):
              f"# the sources of the executor and its lanes: {fingerprint}"]
     lines += [f"lane_{e.opcode} = TABLE.by_opcode[{e.opcode}].lane  # {e.name}" for e in chain]
     lines += ["", ""]
-    lines += [per_lane.replace("LANE", str(e.opcode)) + f"# ({e.name})\n" for e in chain]
-    lines += ["@njit", "def elementwise(f32, u16, row):", "    op = row[OP]"]
+    for e in chain:
+        section = per_mixed_lane if e.opcode in mixed else per_lane
+        lines.append(section.replace("LANE", str(e.opcode)) + f"# ({e.name})\n")
+    lines += ["# --- dispatch", "", "@njit", "def lane_of(op, a, b, s):"]
+    lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
+              f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
+    lines += ["    return np.float32(0.0)", "", "", '@njit(inline="always")',
+              "def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):"]
     for k, e in enumerate(chain):
+        call = (f"flat_mixed_{e.opcode}(f32, u16, dt, d, a, s, n, round_mode, sat)"
+                if e.opcode in mixed else
+                f"flat_{e.opcode}(f32, u16, dt, d, a, b, s, n, round_mode, sat)")
         lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}",
-                  f"        walk_{e.opcode}(f32, u16, row)"]
+                  f"        {call}"]
     return "\n".join(lines) + "\n\n\n" + executor
 
 

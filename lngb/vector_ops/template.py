@@ -1,18 +1,20 @@
-"""The source of every table's executor: the element-wise walk of one lane, the reduction and
-DataCopy kernels, and `execute`.
+"""The source of every table's executor: the contiguous loops of each element-wise instruction,
+the element-wise walk, the reduction, Brcb and DataCopy kernels, and `execute`.
 
 `table.py` generates a module from this file: the section "per lane" once for each element-wise
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the
-instruction's lane function, and the walk's functions get names of their own); then an
-`elementwise(f32, u16, row)` that dispatches on the opcode; then the section "executor" as it
-is. The walk calls its lane by a global name, so the loops inline the lane's arithmetic and
-vectorise, and every function of the generated module is an ordinary module-level function that
-Numba caches on disk. (Passing a jitted function to another as an argument would make neither
-cacheable; closures made by a factory share one qualified name, so their cached machine code
-can bind the wrong lane.) The module's name hashes the sources of every file its code comes
-from (the helpers it calls are inlined), so its disk cache is never stale.
+instruction's lane function, and the loops get names of their own), and "per mixed lane" for
+those whose source and destination types differ; then `lane_of` and `flat_of`, which dispatch on
+the opcode; then the section "executor" as it is. The loops call their lane by a global name, so
+they inline the lane's arithmetic and vectorise, and every function of the generated module is
+an ordinary module-level function that Numba caches on disk. (Passing a jitted function to
+another as an argument would make neither cacheable; closures made by a factory share one
+qualified name, so their cached machine code can bind the wrong lane.) The module's name hashes
+the sources of every file its code comes from (the helpers it calls are inlined), so its disk
+cache is never stale.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
+Strided operands, rare on hot paths, share one walk that calls `lane_of` per element.
 """
 import numpy as np
 
@@ -21,10 +23,10 @@ from lngb.vector_ops.half import float_to_half, narrow_rint, widen
 from lngb.vector_ops.kernels import NONE, RINT, load, scalar_value, store, to_half
 from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
-from lngb.vector_ops.program import (BLOCK_COUNT, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST,
+from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST,
                                      DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32,
                                      GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, OP, REDUCE,
-                                     ROUND, SAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                                     REPEAT, ROUND, SAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
                                      SRC1_REP, UB_TO_GM)
 from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
                                   lane_active, lane_index, lanes_per_repeat, repeat_count)
@@ -50,39 +52,61 @@ def flat_f32_LANE(f32, d, a, b, s, n):
             dv[i] = lane_LANE(av[i], bv[i], s)
 
 
-@njit(inline="always")
-def flat_widen_LANE(f32, u16, d, a, s, n):
-    """Half source, float destination (at most one source)."""
-    dv, av = f32[d:d + n], u16[a:a + n]
-    zero = np.float32(0.0)
-    for i in range(n):
-        dv[i] = lane_LANE(widen(av[i]), zero, s)
-
-
-@njit(inline="always")
-def flat_narrow_LANE(u16, f32, d, a, s, n, round_mode, sat):
-    """Float source, half destination (at most one source)."""
-    dv, av = u16[d:d + n], f32[a:a + n]
-    zero = np.float32(0.0)
-    if round_mode == RINT or round_mode == NONE:
-        for i in range(n):
-            dv[i] = narrow_rint(lane_LANE(av[i], zero, s), sat)
+@njit
+def flat_LANE(f32, u16, dt, d, a, b, s, n, round_mode, sat):
+    """Contiguous operands of one type."""
+    if dt == F32:
+        flat_f32_LANE(f32, d, a, b, s, n)
     else:
         for i in range(n):
-            dv[i] = float_to_half(lane_LANE(av[i], zero, s), round_mode, sat)
+            u16[d + i] = to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s), round_mode,
+                                 sat)
+
+
+# --- per mixed lane (instructions whose source and destination types differ) -----------------
+
+@njit
+def flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat):
+    """Contiguous operands, one source: half to float, or float to half."""
+    zero = np.float32(0.0)
+    if dt == F32:
+        dv, hv = f32[d:d + n], u16[a:a + n]
+        for i in range(n):
+            dv[i] = lane_LANE(widen(hv[i]), zero, s)
+    elif round_mode == RINT or round_mode == NONE:
+        hv, fv = u16[d:d + n], f32[a:a + n]
+        for i in range(n):
+            hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
+    else:
+        hv, fv = u16[d:d + n], f32[a:a + n]
+        for i in range(n):
+            hv[i] = float_to_half(lane_LANE(fv[i], zero, s), round_mode, sat)
+
+
+# --- dispatch (generated: a branch per element-wise instruction) -------------------------------
+
+@njit
+def lane_of(op, a, b, s):
+    """One lane of instruction `op` (the strided walk's per-element call)."""
+    return lane_LANE(a, b, s)
 
 
 @njit(inline="always")
-def flat_f16_LANE(u16, d, a, b, s, n, round_mode, sat):
-    for i in range(n):
-        u16[d + i] = to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s), round_mode, sat)
+def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):
+    """The contiguous loops of instruction `op`."""
+    if dt == st:
+        flat_LANE(f32, u16, dt, d, a, b, s, n, round_mode, sat)
+    else:
+        flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat)
 
+
+# --- executor --------------------------------------------------------------------------------
 
 @njit(inline="always")
-def walk_LANE(f32, u16, row):
+def elementwise(f32, u16, row):
     """Every active lane of every repeat: dst = lane(src0, src1, scalar), rounded to dst's type.
-    Contiguous operands take the flat loops; the order of lanes is the same either way."""
-    dt, st = row[DT_DST], row[DT_SRC]
+    Contiguous operands take the instruction's flat loops; the order of lanes is the same."""
+    op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
     s = scalar_value(row)
@@ -94,15 +118,8 @@ def walk_LANE(f32, u16, row):
             and (dt == st or sources <= 1)):
         # element indices by shifts: addresses are non-negative and aligned to the type
         dshift, sshift = element_shift(dt), element_shift(st)
-        d, a, b = row[DST] >> dshift, row[SRC0] >> sshift, row[SRC1] >> sshift
-        if dt == F32 and st == F32:
-            flat_f32_LANE(f32, d, a, b, s, n)
-        elif dt == F32:
-            flat_widen_LANE(f32, u16, d, a, s, n)
-        elif st == F32:
-            flat_narrow_LANE(u16, f32, d, a, s, n, round_mode, sat)
-        else:
-            flat_f16_LANE(u16, d, a, b, s, n, round_mode, sat)
+        flat_of(op, f32, u16, dt, st, row[DST] >> dshift, row[SRC0] >> sshift,
+                row[SRC1] >> sshift, s, n, round_mode, sat)
         return
     lanes = np.empty(128, dtype=np.float32)
     for r in range(repeat_count(row, epr)):
@@ -116,22 +133,13 @@ def walk_LANE(f32, u16, row):
                 if sources >= 2:
                     y = load(f32, u16, st, lane_index(row[SRC1], ssize, row[SRC1_BLK],
                                                       row[SRC1_REP], r, e))
-                lanes[e] = lane_LANE(x, y, s)
+                lanes[e] = lane_of(op, x, y, s)
         for e in range(epr):
             if lane_active(row, r, e, epr):
                 store(f32, u16, dt, lane_index(row[DST], dsize, row[DST_BLK], row[DST_REP], r, e),
                       lanes[e], round_mode, sat)
 
 
-# --- dispatch (generated: one branch per element-wise instruction) ---------------------------
-
-@njit
-def elementwise(f32, u16, row):
-    if row[OP] >= 0:
-        walk_LANE(f32, u16, row)
-
-
-# --- executor --------------------------------------------------------------------------------
 
 @njit
 def round_sum(a, b, code, sat):
@@ -192,6 +200,21 @@ def reduce(f32, u16, row):
 
 
 @njit
+def broadcast(f32, u16, row):
+    """Brcb: element 8q + k of src fills the 32-byte block k of repeat q of dst."""
+    size = dtype_size(row[DT_DST])
+    per_block = 32 // size
+    src = row[SRC0] // size
+    for q in range(row[REPEAT]):
+        for k in range(8):
+            block = (row[DST] + 32 * (q * row[DST_REP] + k * row[DST_BLK])) // size
+            if size == 4:
+                f32[block:block + per_block] = f32[src + 8 * q + k]
+            else:
+                u16[block:block + per_block] = u16[src + 8 * q + k]
+
+
+@njit
 def copy(ub, gm, row):
     """DataCopy: BLOCK_COUNT bursts of BLOCK_LEN 32-byte blocks with gaps between them."""
     direction = row[COPY_DIR]
@@ -232,6 +255,8 @@ def execute(ub, gms, program, ahead=None):
             reduce(f32, u16, row)
         elif kind == COPY:
             copy(ub, gms[row[GM_SLOT]], row)
+        elif kind == BROADCAST:
+            broadcast(f32, u16, row)
         else:
             continue  # events do no work to hide a prefetch burst behind
         if ahead is not None:

@@ -82,6 +82,13 @@ class UnaryRepeatParams:
 
 
 @dataclass
+class BrcbRepeatParams:
+    """Brcb's destination strides, in 32-byte blocks."""
+    dstBlkStride: int = 1
+    dstRepStride: int = 8
+
+
+@dataclass
 class DataCopyParams:
     """Strided bursts between GM and UB; lengths and gaps in 32-byte blocks."""
     blockCount: int = 1
