@@ -5,6 +5,7 @@ Sizes whose tiling fields agree (everything but stackBufferSize) run the same in
 so each distinct tiling is emulated and costed once.
 """
 import csv
+import io
 import sys
 import time
 import timeit
@@ -16,6 +17,7 @@ import numpy as np
 from .observers.cost import CostModel
 from .errors import CapacityError, InvalidArgumentError, TilingError
 from .vector_ops.program import EVENT, KIND
+from .files import write_file
 from .host import emulate, free_temp_bytes
 from .products import get_product
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
@@ -161,13 +163,14 @@ def format_table(rows):
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
-        writer.writeheader()
-        for row in rows:
-            record = asdict(row)
-            record["shape"] = "x".join(map(str, row.shape))
-            writer.writerow(record)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(asdict(rows[0])))
+    writer.writeheader()
+    for row in rows:
+        record = asdict(row)
+        record["shape"] = "x".join(map(str, row.shape))
+        writer.writerow(record)
+    write_file("sweep CSV", path, text.getvalue())
 
 
 def plot(rows, path):
@@ -202,5 +205,7 @@ def plot(rows, path):
     extra = emulator_ax.get_legend_handles_labels()
     device_ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
     plt.close(fig)
+    write_file("plot", path, png.getvalue())

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..files import write_file
 from ..products import PRODUCTS, get_product
 from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F16, MASK_SETS, OP,
                                   REDUCE, SRC0, SRC1, UB_TO_UB)
@@ -112,8 +113,7 @@ class Cost:
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
     def write_chrome_trace(self, path):
-        with open(path, "w") as f:
-            json.dump(self.to_chrome_trace(), f)
+        write_file("Chrome trace", path, json.dumps(self.to_chrome_trace()))
 
 
 class CostModel:

@@ -6,6 +6,7 @@ import weakref
 
 import numpy as np
 
+from ..files import write_file
 from ..vector_ops import program as P
 
 PIPES = ("PIPE_S", "PIPE_V", "PIPE_MTE2", "PIPE_MTE3", "PIPE_ALL")
@@ -82,9 +83,8 @@ def _jsonable(value):
 
 
 def write_jsonl(records, path):
-    with open(path, "w") as f:
-        for record in records:
-            f.write(json.dumps(record.to_dict(), default=_jsonable) + "\n")
+    write_file("trace", path, "".join(json.dumps(record.to_dict(), default=_jsonable) + "\n"
+                                      for record in records))
 
 
 def chrome_trace(records, cost=None):
@@ -109,6 +109,5 @@ def chrome_trace(records, cost=None):
 
 
 def write_chrome_trace(records, path, cost=None):
-    with open(path, "w") as f:
-        json.dump(chrome_trace(records, cost), f, default=_jsonable)
+    write_file("Chrome trace", path, json.dumps(chrome_trace(records, cost), default=_jsonable))
 
