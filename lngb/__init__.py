@@ -1,4 +1,5 @@
-"""lngb: a bit-exact CPU emulator of the Ascend AI Core vector unit running LayerNormGradBeta."""
+"""lngb: a bit-exact CPU emulator of the Ascend AI Core vector unit running LayerNormGradBeta and
+LayerNormGrad."""
 import sys
 
 from .errors import (LngbError, AlignmentError, OutOfBoundsError, CapacityError, TilingError,
@@ -9,7 +10,8 @@ from . import observers
 from .tensor import GlobalTensor, LocalTensor
 from .products import PRODUCTS
 from .kernels.tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
-                             GetLayerNormGradBetaNDTilingInfo)
+                             GetLayerNormGradBetaNDTilingInfo, LayerNormGradTiling,
+                             GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo)
 from . import vector_ops
 from .kernels.layer_norm_grad_beta import LayerNormGradBeta
 from .kernels.operator_tiling import OperatorTiling, operator_tiling

@@ -84,7 +84,7 @@ class AICore:
         self.mode = mode
         if sat_mode is None:
             sat_mode = self.product.saturation_default
-        if sat_mode not in (True, False):
+        if not isinstance(sat_mode, (bool, np.bool_)):
             raise InvalidArgumentError(f"AICore: sat_mode must be None, True or False, got "
                                        f"{sat_mode!r}")
         if self.product.saturation_only and not sat_mode:

@@ -3,6 +3,8 @@ import os
 import sys
 import warnings
 
+import numpy as np
+
 
 class LngbError(Exception):
     """Base of every error lngb raises."""
@@ -53,3 +55,10 @@ def warn(message, category=LngbWarning):
     while frame is not None and frame.f_code.co_filename.startswith(_LNGB_DIR):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def check_flag(api, name, value):
+    """value as a bool, if it is one (numpy's too); 1 and 0 are not flags."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{api}: {name} must be True or False, got {value!r}")
+    return bool(value)

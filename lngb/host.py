@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .core import AICore
-from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError
+from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError, check_flag
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import operator_tiling, round32
 from .kernels.sample import SampleKernel
@@ -77,12 +77,6 @@ def check_inputs(input_dy, res_for_gamma, api="emulate"):
             f"{api}: a row of H = {h} {input_dy.dtype} elements is {h * itemsize} bytes; "
             f"LayerNormGradBeta needs whole 32-byte blocks (H a multiple of {32 // itemsize}): "
             "pad H with zeros, as the API's documentation asks")
-
-
-def check_flag(api, name, value):
-    if value not in (True, False):
-        raise InvalidArgumentError(f"{api}: {name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def free_temp_bytes(shape, dtype, product):

@@ -6,7 +6,8 @@ All checks happen before the first instruction, so a rejected call changes no by
 """
 import numpy as np
 
-from ..errors import AlignmentError, HazardError, InvalidArgumentError, LngbError
+from ..errors import (AlignmentError, HazardError, InvalidArgumentError, LngbError,
+                      check_flag)
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
@@ -47,9 +48,7 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
             raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
     if not isinstance(tiling, LayerNormGradBetaTiling):
         raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
-    if is_reuse_source not in (True, False):
-        raise InvalidArgumentError(f"{API}: is_reuse_source must be True or False, got "
-                                   f"{is_reuse_source!r}")
+    check_flag(API, "is_reuse_source", is_reuse_source)
 
     def kernel():
         _check(core, tensors, tiling, reuse_buffer)

@@ -1,4 +1,5 @@
-"""Host tiling of LayerNormGradBeta, exactly as CANN's TCPP computes it (spec §1, §2).
+"""Host tiling of LayerNormGradBeta (spec layernorm_grad_beta.md §1-2) and LayerNormGrad (spec
+layernorm_grad.md §1.5-3), exactly as CANN's tiling sources compute them.
 
 Where CANN only logs an error and carries on, we raise ``TilingError`` with every message CANN
 would have logged, in CANN's order. Bad argument types or ranges raise ``InvalidArgumentError``.
@@ -10,19 +11,48 @@ import math
 import operator
 import struct
 
-from ..errors import InvalidArgumentError, TilingError
+import numpy as np
+
+from ..errors import InvalidArgumentError, TilingError, check_flag, warn
+from ..products import get_product
 
 __all__ = ["LayerNormGradBetaTiling", "GetLayerNormGradBetaMaxMinTmpSize",
-           "GetLayerNormGradBetaNDTilingInfo"]
+           "GetLayerNormGradBetaNDTilingInfo", "LayerNormGradTiling",
+           "GetLayerNormGradMaxMinTmpSize", "GetLayerNormGradNDTilingInfo"]
 
 _U32 = 0xFFFFFFFF  # CANN computes every field in uint32_t; `& _U32` emulates its wrap-around
-_API = "LayerNormGradBeta"
-_FMT = "<20I"
+
+
+class _Struct:
+    """A tiling struct of uint32 fields, as the kernel reads it: little-endian, no padding."""
+
+    @classmethod
+    def _format(cls):
+        return f"<{len(dataclasses.fields(cls))}I"
+
+    def to_bytes(self) -> bytes:
+        """The little-endian struct the kernel reads (4 bytes per field, in field order)."""
+        values = [_uint32(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+        return struct.pack(self._format(), *values)
+
+    @classmethod
+    def from_bytes(cls, b):
+        """Inverse of ``to_bytes``; needs exactly 4 bytes per field."""
+        name, size = cls.__name__, struct.calcsize(cls._format())
+        try:
+            data = memoryview(b).tobytes()
+        except TypeError:
+            raise InvalidArgumentError(
+                f"{name}.from_bytes needs a bytes-like object, got {type(b).__name__}") from None
+        if len(data) != size:
+            raise InvalidArgumentError(f"{name}.from_bytes needs exactly {size} bytes "
+                                       f"({size // 4} uint32), got {len(data)}")
+        return cls(*struct.unpack(cls._format(), data))
 
 
 @dataclasses.dataclass
-class LayerNormGradBetaTiling:
-    """CANN's 20 uint32 tiling fields, same names and order (spec §1)."""
+class LayerNormGradBetaTiling(_Struct):
+    """CANN's 20 uint32 tiling fields, same names and order (spec §1): 80 bytes."""
 
     stackBufferSize: int = 0
     bLength: int = 0
@@ -44,25 +74,6 @@ class LayerNormGradBetaTiling:
     inputDyTmpTensorPos: int = 0
     resForGammaTmpTensorPos: int = 0
     reserved: int = 0
-
-    def to_bytes(self) -> bytes:
-        """The 80-byte little-endian struct the kernel reads (spec §1)."""
-        values = [_uint32(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
-        return struct.pack(_FMT, *values)
-
-    @classmethod
-    def from_bytes(cls, b) -> LayerNormGradBetaTiling:
-        """Inverse of ``to_bytes``; needs exactly 80 bytes (spec §1)."""
-        try:
-            data = memoryview(b).tobytes()
-        except TypeError:
-            raise InvalidArgumentError(
-                f"LayerNormGradBetaTiling.from_bytes needs a bytes-like object, got {type(b).__name__}"
-            ) from None
-        if len(data) != struct.calcsize(_FMT):
-            raise InvalidArgumentError(
-                f"LayerNormGradBetaTiling.from_bytes needs exactly 80 bytes (20 uint32), got {len(data)}")
-        return cls(*struct.unpack(_FMT, data))
 
 
 def _uint32(name, value) -> int:
@@ -86,33 +97,42 @@ def _args(srcShape, typeSize, isReuseSource):
         dims = [_uint32(f"srcShape[{i}]", d) for i, d in enumerate(srcShape)]
     except TypeError:
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}") from None
-    if isReuseSource not in (True, False):
-        raise InvalidArgumentError(f"isReuseSource must be a bool, got {isReuseSource!r}")
+    check_flag("tiling", "isReuseSource", isReuseSource)
     if len(dims) == 3:
         dims.append(dims[2])
     return dims, _uint32("typeSize", typeSize)
 
 
 class _Log:
-    """Collects CANN's ASCENDC_HOST_ASSERT messages; raises TilingError with all of them."""
+    """Collects CANN's ASCENDC_HOST_ASSERT messages. Where CANN logs and returns, `stop` raises
+    TilingError with every message so far; where CANN logs and goes on, `done` raises too, or,
+    with strict=False, warns (LngbWarning) and goes on as CANN does."""
 
-    def __init__(self, func):
-        self.prefix = f"[{_API}][{func}] "
+    def __init__(self, api, func, strict=True):
+        self.prefix = f"[{api}][{func}] "
         self.messages = []
+        self.strict = strict
 
     def log(self, msg):
         self.messages.append(self.prefix + msg)
 
     def fail(self, msg):  # CANN logs and returns from the host function
         self.log(msg)
-        self.done()
+        self.stop()
+
+    def stop(self):
+        raise TilingError("\n".join(self.messages))
 
     def done(self):
+        if self.messages and self.strict:
+            self.stop()
         if self.messages:
-            raise TilingError("\n".join(self.messages))
+            warn("\n".join(self.messages))
+            self.messages = []
 
     def check_common(self, dims, typeSize):
-        """CheckLayerNormGradBetaHostCommon: logs the first failing check only (spec §2.1)."""
+        """CheckLayerNormGrad(Beta)HostCommon: logs the first failing check only (LNGB spec
+        §2.1; LayerNormGrad spec §3.1)."""
         if typeSize not in (2, 4):
             self.log(f"Type size {typeSize} is unsupported!")
         elif not dims or math.prod(dims) <= 0:
@@ -120,8 +140,20 @@ class _Log:
         elif len(dims) != 4:
             self.log(f"The dims of srcShape is {len(dims)}, should be 4 "
                      "(e.g. [B, S, storageHLength, originHLength])!")
+
+    def check_dims(self, dims):
         if len(dims) < 4:  # CANN: "srcShape dims must not be less than 4." and return
             self.fail("srcShape dims must not be less than 4.")
+
+    def check_src_shape(self, dims):
+        """LayerNormGrad's CheckSrcShape (spec §3.1): unprefixed messages, the first failure only;
+        with fewer than 4 dims CANN would go on to read dims[3] out of range, so that stops here."""
+        if len(dims) < 4:
+            self.messages.append("srcShape dims must not be less than 4.")
+            self.stop()
+        bad = [i for i in range(4) if dims[i] == 0]
+        if bad:
+            self.messages.append(f"srcShape[{bad[0]}] must be greater than 0.")
 
 
 def _max_min(dims, typeSize):
@@ -134,8 +166,9 @@ def _max_min(dims, typeSize):
 def GetLayerNormGradBetaMaxMinTmpSize(srcShape, typeSize, isReuseSource):
     """(maxValue, minValue) temp-buffer bytes; isReuseSource is ignored (spec §2.2)."""
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
-    log = _Log("GetLayerNormGradBetaMaxMinTmpSize")
+    log = _Log("LayerNormGradBeta", "GetLayerNormGradBetaMaxMinTmpSize")
     log.check_common(dims, typeSize)
+    log.check_dims(dims)
     log.done()
     return _max_min(dims, typeSize)
 
@@ -144,8 +177,9 @@ def GetLayerNormGradBetaNDTilingInfo(srcShape, stackBufferSize, typeSize, isReus
     """The tiling for a temp buffer of stackBufferSize bytes; isReuseSource is ignored (spec §2.3)."""
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
     stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
-    log = _Log("GetLayerNormGradBetaNDTilingInfo")
+    log = _Log("LayerNormGradBeta", "GetLayerNormGradBetaNDTilingInfo")
     log.check_common(dims, typeSize)
+    log.check_dims(dims)
 
     B, S, H, Ho = dims[:4]
     bsh = (B * S * H) & _U32  # uint32 product in CANN: wraps mod 2**32 for huge shapes
@@ -185,3 +219,160 @@ def GetLayerNormGradBetaNDTilingInfo(srcShape, stackBufferSize, typeSize, isReus
         t.inputDyTmpTensorPos = 2 * H
         t.resForGammaTmpTensorPos = 2 * H + one
     return t
+
+
+# --- LayerNormGrad (spec layernorm_grad.md §1.5-§3) ----------------------------------------------
+
+_LNG = "LayerNormGrad"
+# Temp blocks of `oneCalSize` floats (TH L22-32): half 9, float 6, float reusing inputDy/inputX 4;
+# the Ascend 950 kernel needs two fp32 rows (x1, x2).
+_HALF_BUFS, _FLOAT_BUFS, _REUSE_FLOAT_BUFS, _REGBASE_ROWS = 9, 6, 4, 2
+
+
+@dataclasses.dataclass
+class LayerNormGradTiling(_Struct):
+    """CANN's 30 uint32 tiling fields, same names and order (spec §1.5): 120 bytes. Positions and
+    sizes are in floats from the start of the temp buffer; the last two fields hold the bits of
+    the fp32 values 1/originalH and 2/originalH (see `one_over_h`, `two_over_h`)."""
+
+    stackBufferSize: int = 0
+    bLength: int = 0
+    sLength: int = 0
+    hLength: int = 0
+    originalHLength: int = 0
+    oneCalSize: int = 0
+    nohCalSize: int = 0
+    loopNum: int = 0
+    tailSize: int = 0
+    nohTailSize: int = 0
+    tmpTensorBSHPos: int = 0
+    tmpTensorBSHSize: int = 0
+    pdVarTensorPos: int = 0
+    pdVarTensorSize: int = 0
+    pdMeanTensorPos: int = 0
+    pdMeanTensorSize: int = 0
+    x1TensorPos: int = 0
+    x1TensorSize: int = 0
+    x2TensorPos: int = 0
+    x2TensorSize: int = 0
+    x3TensorPos: int = 0
+    x3TensorSize: int = 0
+    tmpTensorPos: int = 0
+    tmpTensorSize: int = 0
+    tmpTensor1Pos: int = 0
+    tmpTensor1Size: int = 0
+    tmpTensor2Pos: int = 0
+    tmpTensor2Size: int = 0
+    lastDimValueBack: int = 0
+    lastDimValueBackMulTwo: int = 0
+
+    @property
+    def one_over_h(self):
+        """lastDimValueBack read as the kernel reads it: an fp32 (spec §1.5 field 28)."""
+        return _f32_of_bits(self.lastDimValueBack)
+
+    @property
+    def two_over_h(self):
+        return _f32_of_bits(self.lastDimValueBackMulTwo)
+
+
+def _f32_of_bits(bits):
+    return np.array(bits, dtype=np.uint32).view(np.float32)[()]
+
+
+def _bits_of_f32(value):
+    return int(np.float32(value).view(np.uint32))
+
+
+def _lng_args(srcShape, typeSize, isReuseSource, product, strict, func):
+    dims, typeSize = _args(srcShape, typeSize, isReuseSource)
+    regbase = get_product(product).kernel_path == "regbase"
+    check_flag(func, "strict", strict)
+    log = _Log(_LNG, func, strict)
+    log.check_common(dims, typeSize)
+    log.check_src_shape(dims)
+    return dims, typeSize, regbase, log
+
+
+def GetLayerNormGradMaxMinTmpSize(srcShape, typeSize, isReuseSource, *, product="atlas-a2",
+                                  strict=True):
+    """(maxValue, minValue) temp-buffer bytes for LayerNormGrad (spec §3.2). `product` picks CANN's
+    branch: the Ascend 950 (atlas-350) needs two fp32 rows, or none for float with isReuseSource;
+    the others count `oneCalSize`-float blocks of min/max(B*S*H, H*H) elements.
+
+    srcShape is (B, S, storageH, originalH), or (B, S, H). Where CANN logs an error and goes on
+    (a bad typeSize, a zero dim, more than 4 dims), this raises TilingError, or with strict=False
+    warns and goes on as CANN does (CANN's tiling tests pass 6 dims)."""
+    dims, typeSize, regbase, log = _lng_args(srcShape, typeSize, isReuseSource, product, strict,
+                                             "GetLayerNormGradMaxMinTmpSize")
+    log.done()
+    return _lng_max_min(dims, typeSize, isReuseSource, regbase)
+
+
+def _lng_max_min(dims, typeSize, isReuseSource, regbase):
+    B, S, H = dims[:3]
+    if regbase:
+        if isReuseSource and typeSize == 4:
+            return 0, 0
+        size = (_REGBASE_ROWS * (((H + 7) & _U32) // 8 * 8) * 4) & _U32
+        return size, size
+    bsh, hh = (B * S * H) & _U32, (H * H) & _U32
+    if typeSize == 2:
+        return (_HALF_BUFS * max(bsh, hh) * 2) & _U32, (min(bsh, hh) * _HALF_BUFS * 2) & _U32
+    n = _REUSE_FLOAT_BUFS if isReuseSource else _FLOAT_BUFS
+    return (n * max(bsh, hh) * typeSize) & _U32, (min(bsh, hh) * n * typeSize) & _U32
+
+
+def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSource, *,
+                                 product="atlas-a2", strict=True):
+    """The LayerNormGradTiling for a temp buffer of stackBufferSize **bytes** (spec §3.3-3.4);
+    arguments as GetLayerNormGradMaxMinTmpSize.
+
+    Rows per chunk are rounded *up* to 8 (float) / 16 (half), as CANN does: the kernel can then
+    touch more than stackBufferSize bytes (spec §3.5; `layer_norm_grad_tmp_bytes` gives how much)."""
+    dims, typeSize, regbase, log = _lng_args(srcShape, typeSize, isReuseSource, product, strict,
+                                             "GetLayerNormGradNDTilingInfo")
+    stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
+    B, S, H, Ho = dims[:4]
+    bsh = (B * S * H) & _U32
+    if H == 0:
+        log.fail("hLength is 0: CANN would divide by zero.")
+    nbuf = _HALF_BUFS if typeSize == 2 else (_REUSE_FLOAT_BUFS if isReuseSource else _FLOAT_BUFS)
+    if regbase:  # the 950 kernel ignores sizes and positions
+        one = noh = 1
+    else:
+        one = stackBufferSize // 4 // nbuf // H * H
+        if one == 0:
+            minimum = _lng_max_min(dims, typeSize, isReuseSource, regbase)[1]
+            log.fail(f"stackBufferSize is not enough. Got {stackBufferSize} bytes; one row of "
+                     f"H={H} needs {4 * nbuf * H} ({nbuf} fp32 blocks); "
+                     f"GetLayerNormGradMaxMinTmpSize gives minValue = {minimum} for srcShape "
+                     f"{dims}. Pass a stackBufferSize in bytes, not elements.")
+        block = 8 if typeSize == 4 else 16
+        noh = -(-(one // H) // block) * block
+        one = (noh * H) & _U32
+    log.done()
+    reuse = isReuseSource and typeSize == 4
+    blocks = ["tmpTensorBSH", "pdVarTensor", "pdMeanTensor"]
+    blocks += ["x3Tensor"] if reuse else ["x1Tensor", "x2Tensor", "x3Tensor"]
+    blocks += ["tmpTensor", "tmpTensor1", "tmpTensor2"] if typeSize == 2 else []
+    positions = {f"{name}Pos": (k * one) & _U32 for k, name in enumerate(blocks)}
+    sizes = {f"{name}Size": one for name in ("tmpTensorBSH", "pdVarTensor", "pdMeanTensor",
+                                             "x1Tensor", "x2Tensor", "x3Tensor", "tmpTensor",
+                                             "tmpTensor1", "tmpTensor2")}
+    with np.errstate(divide="ignore"):
+        inv = np.float32(1.0) / np.float32(Ho), np.float32(2.0) / np.float32(Ho)
+    return LayerNormGradTiling(
+        stackBufferSize=stackBufferSize, bLength=B, sLength=S, hLength=H, originalHLength=Ho,
+        oneCalSize=one, nohCalSize=noh, loopNum=bsh // one, tailSize=bsh % one,
+        nohTailSize=bsh % one // H, **positions, **sizes,
+        lastDimValueBack=_bits_of_f32(inv[0]), lastDimValueBackMulTwo=_bits_of_f32(inv[1]))
+
+
+def layer_norm_grad_tmp_bytes(tiling, dtype_size):
+    """Bytes of temp buffer CANN's A2/A3/310P kernel touches with this tiling (spec §3.4-3.5): the
+    end of its last block (x3 for float, tmpTensor2 for half) in the largest chunk. It can exceed
+    tiling.stackBufferSize."""
+    t = tiling
+    last = t.tmpTensor2Pos if dtype_size == 2 else t.x3TensorPos
+    return 4 * (last + (t.oneCalSize if t.loopNum else t.tailSize))

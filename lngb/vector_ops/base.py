@@ -1,7 +1,7 @@
 """What every vector instruction wrapper shares: mask resolution, operand checks, the row."""
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, check_flag
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
                      check_range, footprint)
 from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0,
@@ -42,9 +42,7 @@ def resolve_mask(api, core, mask, is_set_mask, epr, mode=None):
     value the call leaves behind (the core writes it when the row retires). `mode`: the mask
     mode to read the argument in (default: the core's)."""
     mode = core.mask_mode if mode is None else mode
-    if is_set_mask not in (True, False):
-        raise InvalidArgumentError(f"{api}: is_set_mask must be True or False, got "
-                                   f"{is_set_mask!r}")
+    check_flag(api, "is_set_mask", is_set_mask)
     if is_set_mask:
         if mask is MASK_PLACEHOLDER:
             raise InvalidArgumentError(
