@@ -14,6 +14,7 @@ from .kernels.tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMin
                              GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo)
 from . import vector_ops
 from .kernels.layer_norm_grad_beta import LayerNormGradBeta
+from .kernels.layer_norm_grad import LayerNormGrad, LayerNormGradShapeInfo
 from .kernels.operator_tiling import OperatorTiling, operator_tiling
 from .host import EmulationResult, OperatorResult, emulate, emulate_operator
 from .observers.cost import CostModel

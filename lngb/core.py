@@ -41,7 +41,7 @@ NO_GM = np.zeros(0, dtype=np.uint8)
 NO_GMS = (NO_GM,) * GM_SLOTS
 # The Ascend 950's vector registers (register-based kernels), placed after the UB bytes so the
 # same kernels can address them; the allocator never hands them out.
-VREG_COUNT, VREG_BYTES = 8, 256
+VREG_COUNT, VREG_BYTES = 32, 256   # the 950's 32 RegTensors (spec regbase.md §1.2)
 SET_FLAG, WAIT_FLAG = TABLE["SetFlag"].opcode, TABLE["WaitFlag"].opcode
 FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
 MASK_MODES = tuple(MaskMode)

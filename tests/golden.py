@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import lngb
 from lngb.vector_ops import (MASK_PLACEHOLDER, Abs, Add, Adds, BinaryRepeatParams,
                              BlockReduceSum, Brcb, BrcbRepeatParams, Cast, DataCopy,
-                             DataCopyParams, Div, Duplicate, MaskMode, Max, Maxs, Min, Mins, Mul,
+                             DataCopyParams, Div, Duplicate, DuplicateLane, MaskMode, Max, Maxs, Min, Mins, Mul,
                              Muls, PairReduceSum, Relu, ResetMask, RoundMode, SetMaskCount,
                              SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
                              WholeReduceSum)
@@ -369,7 +369,40 @@ def garbage_ub_range(core, tensor, rng):
         0, 256, size=tensor.nbytes, dtype=np.uint8)
 
 
-BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy, BRCB: build_brcb}
+@dataclass(frozen=True)
+class LANE:
+    """DuplicateLane(vreg dst_reg, src): src is a UB tensor at an element offset, or, with
+    src_reg, vector register src_reg (filled with random data first)."""
+    dtype: np.dtype
+    dst_reg: int = 3
+    src_offset: int = 0
+    src_reg: int = None
+    specials: tuple = ()
+    instr: str = "DuplicateLane"
+
+
+def build_lane(spec, core, rng):
+    dt = spec.dtype
+    src = core.alloc(TENSOR_BYTES // dt.itemsize, dt)
+    _write_sources([src], spec.specials, rng)
+    if spec.src_reg is not None:
+        reg = core.vreg(spec.src_reg, dt)
+        core.ub[reg.address:reg.address + 256] = core.ub[src.address:src.address + 256]
+        src = reg
+    dst = core.vreg(spec.dst_reg, dt)
+    if spec.src_offset:
+        src = src[spec.src_offset]
+
+    def run():
+        DuplicateLane(dst, src)
+
+    def oracle(ub):
+        return naive.duplicate_lane(ub, dt, dst.address, src.address)
+
+    return run, oracle
+
+
+BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy, BRCB: build_brcb, LANE: build_lane}
 
 
 # =============================================================================================
@@ -473,10 +506,11 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
     garbage_ub(core, rng)
     run, oracle = BUILDERS[type(spec)](spec, core, rng)
     before = core.ub.copy()
-    result = oracle(before[:core.ub_size])
+    # the oracles see the UB, and the vector registers after it if the instruction uses them
+    result = oracle(before if isinstance(spec, LANE) else before[:core.ub_size])
     expected_ub, extra = result if isinstance(result, tuple) else (result, [])
     expected = before.copy()
-    expected[:core.ub_size] = expected_ub
+    expected[:expected_ub.size] = expected_ub
     if nop is not None:  # guard against vacuous rows: a row changes bytes iff it is not a NOP
         changes = not np.array_equal(expected, before) or any(
             not np.array_equal(actual, want) for actual, want in extra)
@@ -497,6 +531,8 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
 def mask_register_after(spec):
     """What the mask register holds after a row: the count form and ResetMask restore normal
     mode and a full mask; an explicit mask argument stays in the register (Ascend C)."""
+    if isinstance(spec, LANE):  # a register op: the mask register is left as it was
+        return (MaskMode.NORMAL, FULL64, FULL64)
     form = getattr(spec, "form", "count")   # Brcb resets the mask, as the count form does
     if form == "mask":
         return (MaskMode.NORMAL, *mask_words(spec.mask, spec.epr))

@@ -354,6 +354,17 @@ def unary(op, ub, dtype, dst, src, *, mode="normal", mask=None, repeat=1, count=
     return out
 
 
+def duplicate_lane(ub, dtype, dst, src):
+    """The 950's lane broadcast (spec regbase.md §2.1 DIST_BRC, §2.4 Duplicate from a register):
+    the 256 bytes at dst are all copies of the element at src."""
+    d = _float_dtype(dtype)
+    out = _copy_ub(ub)
+    value = _load(out, [src], d)[0]
+    _store(out, [dst + d.itemsize * i for i in range(256 // d.itemsize)],
+           np.full(256 // d.itemsize, value, dtype=d), d)
+    return out
+
+
 def brcb(ub, dtype, dst, src, *, repeat, dst_blk=1, dst_rep=8):
     """Brcb (spec layernorm_grad.md §4.9): src[8q + k] fills the 32-byte block at
     dst + 32 * (q * dst_rep + k * dst_blk), for q < repeat and k < 8 (dst_blk 0 walks as 1)."""
@@ -637,3 +648,117 @@ def layer_norm_grad_beta_operator(dy, res_for_gamma, core_rows, tile_rows, *, ap
     if d == F32:
         return total_g.astype(F32), total_b.astype(F32)
     return f32_to_f16(total_g, "CAST_RINT", final_sat), f32_to_f16(total_b, "CAST_RINT", final_sat)
+
+
+# ---------------------------------------------------------------------------------------------
+# LayerNormGrad (spec layernorm_grad.md §2, §4.4-4.5, §5.2-5.3, §7.1)
+
+
+def _f32(x):
+    return np.asarray(x, dtype=F32)
+
+
+def _div_sqrt(x, ftz):
+    """1 / sqrt(x), each step correctly rounded to float32 (DIV(1.0f, SQRT(x)) of §7.1); with
+    `ftz`, subnormal operands and results of both are zeros."""
+    fl = flush_subnormals if ftz else (lambda v: v)
+    with np.errstate(all="ignore"):
+        root = fl(np.sqrt(fl(_f32(x))))
+        return fl(np.float32(1.0) / root)
+
+
+def _common_row_sums(v):
+    """ReduceSumImpl (§4.3) of each row of v [rows, H]: 64-lane adjacent-pair trees over
+    consecutive 64-element blocks (the last block's missing lanes absent), then the same over the
+    block partials, until one value remains."""
+    v = _f32(v)
+    rows = v.shape[0]
+    while v.shape[1] > 1:
+        m = v.shape[1]
+        blocks = -(-m // 64)
+        padded = np.zeros((rows, blocks * 64), dtype=F32)
+        padded[:, :m] = v
+        present = np.arange(blocks * 64) < m
+        sums, _ = _tree_sum(padded.reshape(rows * blocks, 64),
+                            np.broadcast_to(present, (rows, blocks * 64)).reshape(-1, 64), F32,
+                            False)
+        v = sums.reshape(rows, blocks)
+    return v[:, 0]
+
+
+def _regbase_row_sums(v):
+    """The 950's order (§5.3): lane l sums its column blocks in order from +0.0, then one
+    adjacent-pair tree over min(H, 64) lanes."""
+    v = _f32(v)
+    rows, h = v.shape
+    lanes = np.zeros((rows, 64), dtype=F32)
+    with np.errstate(all="ignore"):
+        for start in range(0, h, 64):
+            block = v[:, start:start + 64]
+            lanes[:, :block.shape[1]] = lanes[:, :block.shape[1]] + block
+    present = np.broadcast_to(np.arange(64) < min(h, 64), (rows, 64))
+    sums, _ = _tree_sum(lanes, present, F32, False)
+    return sums
+
+
+def _layer_norm_grad_rows(dy, x, variance, mean, gamma, epsilon, regbase, ftz, original_h):
+    """The float32 intermediates of §7.1, per row [rows, H]: x2, x3, y = (2/H*pdVar)*x2 + pdMean/H,
+    pd_x = y + x3 and res_for_gamma."""
+    dy, x = np.asarray(dy), np.asarray(x)
+    d = _float_dtype(dy.dtype)
+    b, s, h = dy.shape
+    ho = h if original_h is None else original_h
+    rows = b * s
+    dy32, x32 = _f32(dy.reshape(rows, h)), _f32(x.reshape(rows, h))
+    var32 = _f32(np.asarray(variance).reshape(rows, 1))
+    mean32 = _f32(np.asarray(mean).reshape(rows, 1))
+    g32 = _f32(np.asarray(gamma).reshape(1, h))
+    eps = np.float32(np.asarray(epsilon, dtype=d))     # half: rounded to half first
+    inv_h, two_inv_h = np.float32(1.0) / np.float32(ho), np.float32(2.0) / np.float32(ho)
+    row_sums = _regbase_row_sums if regbase else _common_row_sums
+    with np.errstate(all="ignore"):
+        x1 = dy32 * g32
+        x2 = x32 - mean32
+        t = var32 + eps
+        r3 = _div_sqrt((t * t) * t, ftz)
+        pd_var = row_sums((x1 * (x2 * r3)) * np.float32(-0.5))[:, None]
+        rstd = _div_sqrt(t, ftz)
+        rfg = x2 * rstd
+        x3 = x1 * rstd
+        a = row_sums(x3 * np.float32(-1.0))[:, None]
+        s2 = row_sums(x2 * np.float32(-2.0))[:, None]
+        pd_mean = a + pd_var * (s2 * inv_h)
+        y = (pd_var * two_inv_h) * x2 + pd_mean * inv_h
+        pd_x = y + x3
+    return x2, x3, y, pd_x, rfg
+
+
+def layer_norm_grad(dy, x, variance, mean, gamma, epsilon, *, regbase=False, sat=False,
+                    ftz=False, original_h=None):
+    """(pd_x, res_for_gamma) in the input dtype, in CANN's order of operations (§7.1): every step
+    one float32 rounding; half inputs widened exactly and outputs rounded once to half (RNE; the
+    A2/A3/310P kernel under the saturation mode `sat`, the 950 (`regbase`) never saturates)."""
+    shape, d = np.shape(dy), _float_dtype(np.asarray(dy).dtype)
+    *_, pd_x, rfg = _layer_norm_grad_rows(dy, x, variance, mean, gamma, epsilon, regbase, ftz,
+                                          original_h)
+    outputs = []
+    for v in (pd_x, rfg):
+        v = _f32(v).reshape(shape)
+        outputs.append(v if d == F32 else f32_to_f16(v, "CAST_RINT", sat and not regbase))
+    return tuple(outputs)
+
+
+def layer_norm_grad_reuse_state(dy, x, variance, mean, gamma, epsilon):
+    """(inputDy, inputX) after the A2/A3/310P float kernel with isReuseSource (§4.6):
+    inputDy = (2/H * pdVar) * x2 + pdMean / H and inputX = x2 = x - mean, in every row."""
+    x2, _, y, _, _ = _layer_norm_grad_rows(dy, x, variance, mean, gamma, epsilon, False, False,
+                                           None)
+    return y.reshape(np.shape(dy)), x2.reshape(np.shape(dy))
+
+
+def layer_norm_grad_regbase_reuse_state(dy, x, variance, mean, gamma, epsilon):
+    """(inputDy[:H], inputX[:H]) after the 950 float kernel with isReuseSource (§5.3 item 7): row
+    0's storage holds x3 and x2 of the last row; the rest is untouched."""
+    x2, x3, _, _, _ = _layer_norm_grad_rows(dy, x, variance, mean, gamma, epsilon, True, False,
+                                            None)
+    return x3[-1], x2[-1]

@@ -39,6 +39,7 @@ APPLICABLE = {
     "PairReduceSum": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),
     "DataCopy": ("repeat_0", "stride_gt_1", "tail"),
     "Brcb": ("repeat_0", "stride_gt_1", "tail"),   # no mask, no in-place (no overlap allowed)
+    "DuplicateLane": ("tail",),   # one element to every lane: no mask, repeat or stride
 }
 
 

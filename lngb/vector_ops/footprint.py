@@ -37,7 +37,7 @@ def _blocks(row, read, written, bounds):
     size = dtype_size(row[DT_DST])
     for q in range(row[REPEAT]):
         for k in range(8):
-            _mark(read, row[SRC0] // size + 8 * q + k, size, bounds)
+            _mark(read, row[SRC0] // size + (8 * q + k) * row[SRC0_BLK], size, bounds)
             block = row[DST] + 32 * (q * row[DST_REP] + k * row[DST_BLK])
             for e in range(32 // size):
                 _mark(written, block // size + e, size, bounds)

@@ -13,6 +13,7 @@ from .checks import Lanes, check_inside, check_local, check_range, footprint, sp
 from .program import (COUNTER, DST, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, EMPTY_GROUPS, EMPTY_KEEP,
                       EMPTY_ZERO, GROUP_UNIT, GROUP_WIDTH, MASK0, MASK1, MASK_SETS, REPEAT, SAT,
                       SOURCES, SRC0, SRC0_BLK, SRC0_REP, as_int64, new_row, set_register)
+from .types import MaskMode
 
 
 def _dst_spans(dst, dst_rep, lanes, width, unit, writes_empty_groups):
@@ -58,7 +59,12 @@ def issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, 
     s = Operand("src", src, check_range(api, "srcBlkStride", srcBlkStride, 0, 65535),
                 check_range(api, "srcRepStride", srcRepStride, 0, 255))
     epr = 256 // size
-    counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr)
+    # on the 950's vector registers the mask is a MaskReg: the mask register is not used or set
+    on_registers = "VREG" in (dst.position, src.position)
+    mode = MaskMode.NORMAL if on_registers else core.mask_mode
+    counter, word0, word1, register = resolve_mask(api, core, mask, is_set_mask, epr, mode)
+    if on_registers:
+        mode, register = core.mask_mode, (core.mask_high, core.mask_low)
     lanes = Lanes.from_row_mask(epr, counter, word0, word1, repeat)
     empty = EMPTY_ZERO if core.product.kernel_path == "regbase" else EMPTY_KEEP
     check_inside(api, "src", src, footprint(src.address, size, s.blk, s.rep, lanes))
@@ -76,7 +82,7 @@ def issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, 
     row[REPEAT], row[SAT], row[SOURCES] = repeat, core.sat_mode, 1
     row[EMPTY_GROUPS], row[GROUP_WIDTH], row[GROUP_UNIT] = empty, width, unit
     row[MASK_SETS] = int(is_set_mask)
-    set_register(row, core.mask_mode, *register)
+    set_register(row, mode, *register)
     core.issue(row, (Operand("dst", dst, 1, dst_rep), s))
 
 

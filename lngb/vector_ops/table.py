@@ -52,6 +52,7 @@ CAST = Family("cast", ELEMENTWISE, 1, "lanes", "rate", cast.make_wrapper)
 REDUCTION = Family("reduce", REDUCE, 1, "groups", "rate", reduce.make_wrapper)
 DATA_COPY = Family("copy", COPY, 1, "bursts", "copy", copy.make_wrapper)
 BRCB = Family("brcb", BROADCAST, 1, "blocks", "rate", brcb.make_wrapper)
+LANE_BROADCAST = Family("lane broadcast", BROADCAST, 1, "blocks", "rate", brcb.make_lane_wrapper)
 EVENTS = Family("event", EVENT)   # each event entry names its cost rule
 
 
@@ -131,6 +132,8 @@ BUILTIN = (
                 doc="sums of adjacent lane pairs"),
     Instruction("Brcb", BRCB, rate=(128, 64),
                 doc="each source element fills a 32-byte block of dst"),
+    Instruction("DuplicateLane", LANE_BROADCAST, rate=(128, 64),
+                doc="every lane of a vector register = src[0] (the 950's lane broadcast)"),
     Instruction("DataCopy", DATA_COPY, pipe=None, doc="GM <-> UB and UB -> UB bursts"),
     Instruction("PipeBarrier", EVENTS, pipe=Pipe.PIPE_S, cost="barrier"),
     Instruction("SetFlag", EVENTS, pipe=None, cost="set_flag"),

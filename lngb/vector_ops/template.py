@@ -201,17 +201,18 @@ def reduce(f32, u16, row):
 
 @njit
 def broadcast(f32, u16, row):
-    """Brcb: element 8q + k of src fills the 32-byte block k of repeat q of dst."""
+    """Brcb: element (8q + k) * step of src fills the 32-byte block k of repeat q of dst (step =
+    SRC0_BLK: 1 for Brcb, 0 for DuplicateLane)."""
     size = dtype_size(row[DT_DST])
     per_block = 32 // size
-    src = row[SRC0] // size
+    src, step = row[SRC0] // size, row[SRC0_BLK]
     for q in range(row[REPEAT]):
         for k in range(8):
             block = (row[DST] + 32 * (q * row[DST_REP] + k * row[DST_BLK])) // size
             if size == 4:
-                f32[block:block + per_block] = f32[src + 8 * q + k]
+                f32[block:block + per_block] = f32[src + (8 * q + k) * step]
             else:
-                u16[block:block + per_block] = u16[src + 8 * q + k]
+                u16[block:block + per_block] = u16[src + (8 * q + k) * step]
 
 
 @njit
