@@ -67,7 +67,7 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
     if not isinstance(shape_info, LayerNormGradShapeInfo):
         raise InvalidArgumentError(f"{API}: shapeInfo must be a LayerNormGradShapeInfo")
     reuse = check_flag(API, "is_reuse_source", is_reuse_source)
-    eps = _epsilon(epsilon, inputDy.dtype)
+    eps = epsilon_value(epsilon, inputDy.dtype)
 
     def kernel():
         _check(core, tensors, tiling, shape_info, reuse)
@@ -85,7 +85,7 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
         core.run_recorded(key, kernel)
 
 
-def _epsilon(value, dtype):
+def epsilon_value(value, dtype):
     """epsilon as the kernel uses it: a T (half: rounded to half), widened exactly to fp32."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                     np.floating)):

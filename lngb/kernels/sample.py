@@ -1,8 +1,10 @@
-"""The sample kernel around LayerNormGradBeta that `lngb.emulate` runs on one core."""
+"""The sample kernels that `lngb.emulate` (LayerNormGradBeta) and `lngb.emulate_layer_norm_grad`
+(LayerNormGrad) run on one core."""
 import numpy as np
 
 from ..tensor import GlobalTensor
 from ..vector_ops import DataCopy, HardEvent, SetFlag, WaitFlag
+from .layer_norm_grad import LayerNormGrad
 from .layer_norm_grad_beta import LayerNormGradBeta
 
 
@@ -42,3 +44,69 @@ class SampleKernel:
             WaitFlag(HardEvent.V_MTE3, 0)
             DataCopy(gm_g, out_g, h)
             DataCopy(gm_b, out_b, h)
+
+
+def padded(nbytes):
+    """Bytes rounded up to whole 32-byte blocks (what a DataCopy moves)."""
+    return -(-nbytes // 32) * 32
+
+
+class LayerNormGradSampleKernel:
+    """The kernel around LayerNormGrad that `lngb.emulate_layer_norm_grad` runs on one core:
+    DataCopy GM -> UB of dy, x, variance, mean and gamma, LayerNormGrad, DataCopy UB -> GM of
+    pdX and resForGamma, with the events between. The data tensors are allocated first and the
+    temp buffer last, so a kernel overrun of it (spec layernorm_grad.md §3.5) lands in free UB.
+    GM slots: dy, x, (variance | mean | gamma) and (pdX | resForGamma), each part padded to 32
+    bytes."""
+
+    def __init__(self, core, shape, dtype, tmp_bytes, tiling, gms, epsilon, is_reuse_source):
+        self.core, self.shape, self.dtype = core, shape, np.dtype(dtype)
+        self.tmp_bytes, self.tiling, self.gms = tmp_bytes, tiling, gms
+        self.epsilon, self.reuse = epsilon, is_reuse_source
+        self.tensors = {}
+
+    @staticmethod
+    def layout(shape, dtype):
+        """Byte offsets of variance, mean, gamma in the parameter slot and of pdX, resForGamma in
+        the output slot, and the two slots' sizes."""
+        b, s, h = shape
+        size = np.dtype(dtype).itemsize
+        row, data = padded(b * s * size), padded(b * s * h * size)
+        return {"inputVariance": 0, "inputMean": row, "inputGamma": 2 * row,
+                "params": 2 * row + padded(h * size), "outputPdX": 0, "resForGamma": data,
+                "outputs": 2 * data}
+
+    def __call__(self):
+        core, dtype, (b, s, h) = self.core, self.dtype, self.shape
+        size, at = dtype.itemsize, self.layout(self.shape, dtype)
+        gm_dy, gm_x, gm_params, gm_out = self.gms
+        counts = {"inputDy": b * s * h, "inputX": b * s * h, "inputVariance": b * s,
+                  "inputMean": b * s, "inputGamma": h}
+        local = {}
+        for name, n in counts.items():
+            local[name] = core.alloc(padded(n * size) // size, dtype, "VECIN")
+        for name in ("outputPdX", "resForGamma"):
+            local[name] = core.alloc(b * s * h, dtype, "VECOUT")
+        tmp = core.alloc(self.tmp_bytes, np.uint8, "VECCALC")
+        self.tensors.update(local, sharedTmpBuffer=tmp)
+
+        def gm(slot, offset, n):
+            return GlobalTensor.in_arena(slot, offset, dtype, padded(n * size) // size)
+
+        sources = {"inputDy": gm(gm_dy, 0, counts["inputDy"]),
+                   "inputX": gm(gm_x, 0, counts["inputX"]),
+                   **{name: gm(gm_params, at[name], counts[name])
+                      for name in ("inputVariance", "inputMean", "inputGamma")}}
+        with core:
+            for name, source in sources.items():
+                DataCopy(local[name], source, source.size)
+            SetFlag(HardEvent.MTE2_V, 0)
+            WaitFlag(HardEvent.MTE2_V, 0)
+            LayerNormGrad(local["outputPdX"], local["resForGamma"], local["inputDy"],
+                          local["inputX"], local["inputVariance"], local["inputMean"],
+                          local["inputGamma"], tmp, self.epsilon, self.tiling,
+                          is_reuse_source=self.reuse)
+            SetFlag(HardEvent.V_MTE3, 0)
+            WaitFlag(HardEvent.V_MTE3, 0)
+            for name in ("outputPdX", "resForGamma"):
+                DataCopy(gm(gm_out, at[name], b * s * h), local[name], b * s * h)

@@ -1,0 +1,161 @@
+"""The whole LayerNorm backward on emulated cores: `emulate_layer_norm_grad` runs LayerNormGrad
+on one core (pdX and resForGamma); `emulate_layer_norm_backward` (below) runs LayerNormGrad and
+LayerNormGradBeta per tile on many cores over GM. Both read the caller's arrays and never write
+them; outputs are new arrays."""
+import numpy as np
+
+from .core import AICore
+from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
+from .host import EmulationResult
+from .kernels.layer_norm_grad import epsilon_value, regbase_tmp_bytes
+from .kernels.sample import LayerNormGradSampleKernel, padded
+from .kernels.tiling import (GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo,
+                             layer_norm_grad_tmp_bytes)
+from .runtime import recording
+from .runtime.cache import Cache
+from .tensor import gm_bytes
+
+PLANS = Cache("layer-norm-grad tilings")
+INPUTS = ("input_dy", "input_x", "input_variance", "input_mean", "input_gamma")
+
+
+class LayerNormGradResult(EmulationResult):
+    """pd_x and res_for_gamma (input dtype and shape), the tiling, the core, its trace (with
+    trace=True) and the modelled device cost."""
+
+    def __init__(self, pd_x, res_for_gamma, tiling, core, trace, rows):
+        super().__init__(None, None, tiling, core, trace, rows)
+        self.pd_x, self.res_for_gamma = pd_x, res_for_gamma
+        del self.pd_gamma, self.pd_beta
+
+    def __repr__(self):
+        return f"LayerNormGradResult(pd_x={self.pd_x!r}, res_for_gamma={self.res_for_gamma!r})"
+
+
+def check_backward_inputs(api, arrays):
+    """dy, x [B, S, H]; variance, mean [B, S]; gamma [H]; one float dtype; rows 32-byte aligned."""
+    dy = arrays[0]
+    for name, a in zip(INPUTS, arrays):
+        if not isinstance(a, np.ndarray):
+            raise InvalidArgumentError(f"{api}: {name} must be a numpy array, got "
+                                       f"{type(a).__name__}")
+        if a.dtype not in (np.float16, np.float32) or a.dtype != dy.dtype:
+            raise InvalidArgumentError(f"{api}: {name} is {a.dtype}; all five inputs must be "
+                                       "float16, or all float32")
+    if dy.ndim != 3 or 0 in dy.shape:
+        raise InvalidArgumentError(f"{api}: input_dy must be a non-empty [B, S, H] array, got "
+                                   f"shape {dy.shape}")
+    b, s, h = dy.shape
+    expected = (dy.shape, dy.shape, (b, s), (b, s), (h,))
+    for name, a, shape in zip(INPUTS, arrays, expected):
+        if a.shape != shape and not (name in ("input_variance", "input_mean")
+                                     and a.shape == (b, s, 1)):
+            raise InvalidArgumentError(f"{api}: {name} has shape {a.shape}, expected {shape} "
+                                       f"for input_dy {dy.shape}")
+    if h * dy.dtype.itemsize % 32:
+        raise AlignmentError(
+            f"{api}: a row of H = {h} {dy.dtype} elements is {h * dy.dtype.itemsize} bytes; "
+            f"LayerNormGrad needs whole 32-byte blocks (H a multiple of "
+            f"{32 // dy.dtype.itemsize}): pad H with zeros, as the API's documentation asks")
+
+
+def _data_bytes(shape, dtype):
+    b, s, h = shape
+    size = np.dtype(dtype).itemsize
+    return 4 * padded(b * s * h * size) + 2 * padded(b * s * size) + padded(h * size)
+
+
+def _touched(shape, dtype, product, reuse, stack_buffer_size):
+    """(tiling, temp bytes the kernel touches) for a temp buffer of stack_buffer_size bytes."""
+    size = np.dtype(dtype).itemsize
+    tiling = GetLayerNormGradNDTilingInfo(shape, stack_buffer_size, size, reuse,
+                                          product=product.name)
+    if product.kernel_path == "regbase":
+        return tiling, regbase_tmp_bytes(tiling, size, reuse)
+    return tiling, layer_norm_grad_tmp_bytes(tiling, size)
+
+
+def choose_temp_bytes(shape, dtype, product, reuse, stack_buffer_size=None):
+    """(temp bytes to allocate, tiling) for emulate_layer_norm_grad. By default the tiling of the
+    largest stackBufferSize up to the host's max whose footprint (the host rounds rows per chunk
+    up, spec §3.5) fits the UB beside the data, and a buffer of that footprint; an explicit size
+    is the tiling's and the buffer's, as a kernel would use it (the kernel may overrun it)."""
+    api = "emulate_layer_norm_grad"
+    b, s, h = shape
+    size = np.dtype(dtype).itemsize
+    free = (product.usable_ub - _data_bytes(shape, dtype)) // 32 * 32
+    n_blocks = 9 if size == 2 else (4 if reuse else 6)
+    if stack_buffer_size is not None:
+        requested = stack_buffer_size
+        if padded(requested) > max(free, 0):
+            raise CapacityError(f"{api}: stack_buffer_size {requested} does not fit: {free} UB "
+                                f"bytes are free beside the data tensors on {product.name}")
+        return requested, _touched(shape, dtype, product, reuse, requested)[0]
+    largest, _ = GetLayerNormGradMaxMinTmpSize(shape, size, reuse, product=product.name)
+    if product.kernel_path == "regbase":
+        candidates = [max(largest, 32)]   # an empty tensor cannot be allocated
+    else:  # whole rows, from the most that fit down to one
+        row_bytes = 4 * n_blocks * h
+        rows = min(b * s, max(free, 0) // row_bytes)
+        candidates = dict.fromkeys(min(row_bytes * r, largest) for r in range(rows, 0, -1))
+    for candidate in candidates:
+        tiling, touched = _touched(shape, dtype, product, reuse, candidate)
+        if max(touched, padded(candidate)) <= free:   # allocate what the kernel touches
+            return max(touched, candidate), tiling
+    raise CapacityError(
+        f"{api}: [{b}, {s}, {h}] {np.dtype(dtype).name} does not fit one {product.name} core: "
+        f"the data tensors take {_data_bytes(shape, dtype)} of {product.usable_ub} UB bytes and "
+        f"LayerNormGrad's temp space for even one chunk (CANN rounds its rows up to "
+        f"{8 if size == 4 else 16}) does not fit beside them. Shapes larger than one UB are for "
+        "lngb.emulate_layer_norm_backward(...), the multi-core operator over GM")
+
+
+def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input_gamma, *,
+                            epsilon=1e-5, product="atlas-a2", is_reuse_source=False,
+                            stack_buffer_size=None, mode="fast", trace=False, sat_mode=None):
+    """Run LayerNormGrad on a fresh emulated core (its sample kernel: copy in, the API, copy
+    out); returns a LayerNormGradResult with `.pd_x`, `.res_for_gamma`, `.tiling`, `.cost`,
+    `.trace` (trace=True, or observed/checked mode) and `.core`.
+
+    Shapes: dy, x [B, S, H]; variance, mean [B, S] (or [B, S, 1]); gamma [H]; all half or all
+    float. `stack_buffer_size` (bytes) defaults to the largest buffer whose footprint fits.
+    resForGamma feeds `lngb.emulate(input_dy, res_for_gamma, ...)` for pdGamma and pdBeta."""
+    api = "emulate_layer_norm_grad"
+    arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
+    check_backward_inputs(api, arrays)
+    reuse = check_flag(api, "is_reuse_source", is_reuse_source)
+    trace = check_flag(api, "trace", trace)
+    if stack_buffer_size is not None:
+        if isinstance(stack_buffer_size, (bool, np.bool_)) or not isinstance(
+                stack_buffer_size, (int, np.integer)) or stack_buffer_size < 0:
+            raise InvalidArgumentError(f"{api}: stack_buffer_size must be a number of bytes "
+                                       f"(an int >= 0), got {stack_buffer_size!r}")
+        stack_buffer_size = int(stack_buffer_size)
+    eps = epsilon_value(epsilon, input_dy.dtype)
+    core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
+    dtype, shape = input_dy.dtype, input_dy.shape
+    key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
+    plan = PLANS.get(key)
+    if plan is None:
+        plan = PLANS.put(key, choose_temp_bytes(shape, dtype, core.product, reuse,
+                                                stack_buffer_size), 2048)
+    tmp_bytes, tiling = plan
+    at = LayerNormGradSampleKernel.layout(shape, dtype)
+    params = np.zeros(at["params"], np.uint8)
+    for name, a in zip(("inputVariance", "inputMean", "inputGamma"), arrays[2:]):
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        params[at[name]:at[name] + raw.size] = raw
+    outputs = np.empty(at["outputs"], np.uint8)
+    gms = (gm_bytes(input_dy, api), gm_bytes(input_x, api), params, outputs)
+    kernel = LayerNormGradSampleKernel(core, shape, dtype, tmp_bytes, tiling, gms, eps, reuse)
+    kernel_key = ("emulate_layer_norm_grad", shape, dtype.str, tmp_bytes, reuse,
+                  int(eps.view(np.uint32)))
+    recording.run_program(core, recording.program_key(core, kernel_key), kernel, gms)
+    if core.sanitizer is not None:
+        core.sanitizer.finish(core.flags)
+    rows = (core.last_program.rows if core.last_program is not None
+            else np.array([record.row for record in core.trace]))
+    pd_x = outputs[:at["resForGamma"]].view(dtype).reshape(shape)
+    res_for_gamma = outputs[at["resForGamma"]:].view(dtype).reshape(shape)
+    return LayerNormGradResult(pd_x, res_for_gamma, tiling, core,
+                               core.trace if core.mode != "fast" else None, rows)
