@@ -21,7 +21,7 @@ import weakref
 import numpy as np
 
 from .errors import CapacityError, InvalidArgumentError, warn
-from .products import get_product
+from .products import SCALAR_REGISTERS, VREG_BYTES, VREG_COUNT, core_bytes, get_product
 from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
 from .runtime.cache import Exact
@@ -41,7 +41,6 @@ NO_GM = np.zeros(0, dtype=np.uint8)
 NO_GMS = (NO_GM,) * GM_SLOTS
 # The Ascend 950's vector registers (register-based kernels), placed after the UB bytes so the
 # same kernels can address them; the allocator never hands them out.
-VREG_COUNT, VREG_BYTES = 32, 256   # the 950's 32 RegTensors (spec regbase.md §1.2)
 SET_FLAG, WAIT_FLAG = TABLE["SetFlag"].opcode, TABLE["WaitFlag"].opcode
 FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
 MASK_MODES = tuple(MaskMode)
@@ -73,8 +72,8 @@ class AICore:
 
     @staticmethod
     def ub_bytes(product):
-        """Bytes of a core's UB array: the physical UB, then the vector registers."""
-        return get_product(product).ub_size + VREG_COUNT * VREG_BYTES
+        """Bytes of a core's UB array: the physical UB, then the vector and scalar registers."""
+        return core_bytes(get_product(product).ub_size)
 
     def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None,
                  div_sqrt="ieee", _ub=None):
@@ -112,6 +111,7 @@ class AICore:
         self.seq = 0
         self.trace = []
         self.recorder = None       # the dry run in progress (runtime.recording)
+        self.scalar_reads = 0      # GetValues so far: they take the scalar registers in turn
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
@@ -363,6 +363,19 @@ class AICore:
             self.recorder.warn(message)
         else:
             warn(message)
+
+    def get_value(self, tensor, index):
+        """GetValue: the scalar unit reads one element into a scalar register. In a recording
+        its value is not known yet: it returns a ScalarRef, which vector instructions take as
+        their scalar (their row reads the register when it executes); any other use of it makes
+        the kernel run live (recording.ScalarAccess)."""
+        size = tensor.dtype.itemsize
+        serial, self.scalar_reads = self.scalar_reads, self.scalar_reads + 1
+        register = self.ub_size + VREG_COUNT * VREG_BYTES + 4 * (serial % SCALAR_REGISTERS)
+        issue_event(self, "GetValue", tensor.address + index * size, size, register)
+        if self.recorder is not None:
+            return recording.ScalarRef(self, register, tensor.dtype, serial)
+        return tensor._host_view()[index]
 
     def scalar_access(self, api, tensor, index):
         """GetValue/SetValue: a scalar-pipe event. A recording cannot hold one (the kernel's

@@ -23,6 +23,15 @@ class Product:
 
 
 KIB = 1024
+VREG_COUNT, VREG_BYTES = 32, 256   # the 950's 32 RegTensors (spec regbase.md §1.2)
+SCALAR_REGISTERS = 64              # 4-byte registers GetValue reads UB values into
+
+
+def core_bytes(ub_size):
+    """A core's memory array: the UB, then the vector registers, then the scalar registers."""
+    return ub_size + VREG_COUNT * VREG_BYTES + 4 * SCALAR_REGISTERS
+
+
 PRODUCTS = {
     # A2/A3: ASC_UB_SIZE = 192K - 256, and the default build reserves 8 KiB more for some APIs.
     "atlas-a2": Product("atlas-a2", 2201, 192 * KIB, 256 + 8 * KIB, False, False, "common", 1800, 48),

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from .products import PRODUCTS
+from .products import PRODUCTS, core_bytes
 from .vector_ops import program as P
 from .vector_ops.footprint import footprint
 from .vector_ops.table import TABLE
@@ -68,7 +68,7 @@ def footprint_flags(row):
     """(read, written, lo, hi): flag arrays of the UB bytes the row reads and writes, set in
     [lo, hi); the caller must zero them there (`clear_footprint`) when done."""
     if not hasattr(_SCRATCH, "pair"):
-        size = max(p.ub_size for p in PRODUCTS.values()) + 8 * 256
+        size = max(core_bytes(p.ub_size) for p in PRODUCTS.values())
         _SCRATCH.pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
     read, written = _SCRATCH.pair
     bounds = np.array([read.size, 0], dtype=np.int64)

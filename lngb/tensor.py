@@ -87,8 +87,7 @@ class LocalTensor:
 
     def GetValue(self, index):
         index = _index("GetValue", index, self.size)
-        self.core.scalar_access("GetValue", self, index)
-        return self._host_view()[index]
+        return self.core.get_value(self, index)
 
     def SetValue(self, index, value):
         index = _index("SetValue", index, self.size)

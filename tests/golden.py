@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import lngb
 from lngb.vector_ops import (MASK_PLACEHOLDER, Abs, Add, Adds, BinaryRepeatParams,
                              BlockReduceSum, Brcb, BrcbRepeatParams, Cast, DataCopy,
-                             DataCopyParams, Div, Duplicate, DuplicateLane, MaskMode, Max, Maxs, Min, Mins, Mul,
-                             Muls, PairReduceSum, Relu, ResetMask, RoundMode, SetMaskCount,
+                             DataCopyParams, Div, Duplicate, DuplicateLane, MaskMode, Max, Maxs,
+                             Min, Mins, Mul, Muls, PairReduceSum, Relu, ResetMask, RoundMode, SetMaskCount,
                              SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
                              WholeReduceSum)
 

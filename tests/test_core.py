@@ -19,11 +19,12 @@ def test_a_tensor_outside_the_ub_is_rejected():
 
 def test_vector_registers_are_range_checked():
     core = lngb.AICore()
-    with pytest.raises(InvalidArgumentError, match="outside 0 ~ 7"):
-        core.vreg(8, np.float32)
-    last = core.vreg(7, np.float32)
+    with pytest.raises(InvalidArgumentError, match="outside 0 ~ 31"):
+        core.vreg(32, np.float32)
+    last = core.vreg(31, np.float32)
     Duplicate(last, 2.0, 64)
-    assert core.ub[-4:].view(np.float32)[0] == 2.0
+    assert core.ub[last.address + 252:last.address + 256].view(np.float32)[0] == 2.0
+    assert last.address + 256 <= core.ub.size
 
 
 def test_gm_tensors_cannot_claim_more_than_their_buffer():

@@ -201,6 +201,52 @@ def test_recorded_and_live_rows_are_the_same_rows():
     assert [r.row.tolist() for r in recorded] == [r.row.tolist() for r in live]
 
 
+def _broadcast_first_element(core, src, dst, *, in_python=False, as_half=None):
+    """A kernel that reads src[0] on the scalar unit and fills dst with it (Duplicate)."""
+    def body():
+        with core:
+            lngb.vector_ops.SetFlag(lngb.vector_ops.HardEvent.V_S, 0)
+            lngb.vector_ops.WaitFlag(lngb.vector_ops.HardEvent.V_S, 0)
+            value = src.GetValue(0)
+            if in_python:
+                value = value * 1.0       # its value used in Python
+            Duplicate(as_half or dst, value, 64)
+    core.run_recorded(("broadcast first", in_python, as_half is not None), body)
+
+
+def test_a_kernel_that_broadcasts_a_getvalue_is_recorded_and_replays_new_data():
+    """GetValue fills a scalar register; the Duplicate's row reads the register when it runs, so
+    the program replays with whatever the UB holds then."""
+    core = lngb.AICore()
+    src, dst = core.alloc(64, np.float32), core.alloc(64, np.float32)
+    for value in (3.5, -0.0, 7.25):
+        src.write(np.full(64, value, np.float32))
+        _broadcast_first_element(core, src, dst)
+        assert dst.read().view(np.uint32).tolist() == [np.float32(value).view(np.uint32)] * 64
+    assert core.last_program is not None                  # replayed, not run live
+    assert [r.name for r in core.last_program.records][-2:] == ["GetValue", "Duplicate"]
+
+
+def test_a_getvalue_used_in_python_or_in_another_type_runs_live():
+    core = lngb.AICore()
+    src, dst = core.alloc(64, np.float32), core.alloc(64, np.float32)
+    half = core.alloc(64, np.float16)
+    for value in (3.5, 9.0):
+        src.write(np.full(64, value, np.float32))
+        _broadcast_first_element(core, src, dst, in_python=True)
+        assert dst.read().tolist() == [value] * 64
+        _broadcast_first_element(core, src, dst, as_half=half)   # converted: live
+        assert half.read().tolist() == [value] * 64
+    assert core.last_program is None
+
+
+def test_getvalue_in_checked_mode_checks_what_it_reads():
+    core = lngb.AICore(mode="checked")
+    src, dst = core.alloc(64, np.float32), core.alloc(64, np.float32)
+    with pytest.raises(lngb.UninitializedReadError, match="GetValue"):
+        _broadcast_first_element(core, src, dst)
+
+
 def test_only_the_core_writes_its_state():
     """seq, the mask register and the flags change in lngb/core.py alone (its retire point)."""
     writers = []

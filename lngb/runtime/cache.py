@@ -41,7 +41,8 @@ class _Tag:
         return f"<{self.name}>"
 
 
-FLOAT, BOOL, LIST, BYTES, DTYPE = (_Tag(n) for n in ("float", "bool", "list", "bytes", "dtype"))
+FLOAT, BOOL, LIST, BYTES, DTYPE, SCALAR_REGISTER = (
+    _Tag(n) for n in ("float", "bool", "list", "bytes", "dtype", "scalar register"))
 PLAIN = frozenset((int, str, type(None)))
 
 

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, warn
+from ..products import SCALAR_REGISTERS
 from ..vector_ops.program import GM_SLOTS, N_COLS
-from .cache import Cache, Uncacheable, cache_key
+from .cache import SCALAR_REGISTER, Cache, Exact, Uncacheable, cache_key
 
 NO_GM = np.zeros(0, dtype=np.uint8)
 PROGRAMS = Cache("programs")
@@ -21,7 +22,43 @@ RECORD_BYTES = 400  # a TraceRecord with its row view and operand tuple, measure
 
 
 class ScalarAccess(Exception):
-    """GetValue/SetValue during a dry run: the body depends on UB data, so it runs live."""
+    """The body depends on UB data (SetValue, or a GetValue's value used other than as a vector
+    instruction's scalar) during a dry run, so it runs live."""
+
+
+class ScalarRef:
+    """What GetValue returns during a dry run: the scalar register it fills when the program
+    runs. Vector instructions of the same recording take it as their scalar (Duplicate, Adds,
+    Muls, ...); using its value in Python (arithmetic, comparisons, float(), an index) raises
+    ScalarAccess, and the kernel runs live instead."""
+
+    __slots__ = ("core", "address", "dtype", "recorder", "serial")
+
+    def __init__(self, core, address, dtype, serial):
+        self.core, self.address, self.dtype, self.serial = core, address, dtype, serial
+        self.recorder = core.recorder
+
+    def usable_by(self, core, dtype):
+        """Whether an instruction of `core` in `dtype` can read it now: the same recording, the
+        same type, and its register not yet taken by a later GetValue."""
+        return (core is self.core and core.recorder is self.recorder and dtype == self.dtype
+                and core.scalar_reads - self.serial <= SCALAR_REGISTERS)
+
+    def cache_key(self):
+        return Exact((SCALAR_REGISTER, self.address, self.dtype.str))
+
+    def __repr__(self):
+        return f"<the {self.dtype.name} GetValue read into scalar register @{self.address}>"
+
+    def _value_needed(self, *args):
+        raise ScalarAccess("GetValue")
+
+
+for _name in ("float", "int", "index", "bool", "complex", "eq", "ne", "lt", "le", "gt", "ge",
+              "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "floordiv",
+              "mod", "pow", "neg", "pos", "abs", "round", "format", "array"):
+    setattr(ScalarRef, f"__{_name}__", ScalarRef._value_needed)
+ScalarRef.__hash__ = object.__hash__
 
 
 @dataclass
@@ -109,9 +146,10 @@ def run_recorded(core, key, body, gms=()):
 
 
 def program_key(core, key):
-    """The key of `key`'s Program on this core as it is now."""
-    return cache_key(key, core.product.name, core.sat_mode, core.div_sqrt, core.reserved_bytes,
-                     core.state())
+    """The key of `key`'s Program on this core as it is now. The mode is part of it: a kernel
+    may check more in checked mode (a HazardError where fast mode warns)."""
+    return cache_key(key, core.product.name, core.mode, core.sat_mode, core.div_sqrt,
+                     core.reserved_bytes, core.state())
 
 
 def run_program(core, full_key, body, gms=()):

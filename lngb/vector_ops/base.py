@@ -2,11 +2,13 @@
 import numpy as np
 
 from ..errors import InvalidArgumentError, check_flag
+from ..runtime.recording import ScalarAccess, ScalarRef
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
                      check_range, footprint)
 from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0,
-                      MASK1, MASK_SETS, REPEAT, ROUND, SAT, SCALAR, SOURCES, SRC0, SRC0_BLK,
-                      SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, as_int64, new_row, set_register)
+                      MASK1, MASK_SETS, REPEAT, ROUND, SAT, SCALAR, SCALAR_AT, SOURCES, SRC0,
+                      SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, as_int64, new_row,
+                      set_register)
 from .types import MASK_PLACEHOLDER, MaskMode
 
 FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
@@ -106,7 +108,13 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
     row[DT_DST] = DTYPE_CODE[dst.tensor.dtype]
     row[DT_SRC] = DTYPE_CODE[(sources[0] if sources else dst).tensor.dtype]
     row[DST], row[SRC0], row[SRC1] = dst.tensor.address, src0.tensor.address, src1.tensor.address
-    row[SCALAR], row[COUNTER], row[MASK0], row[MASK1] = scalar, counter, as_int64(word0), as_int64(word1)
+    if isinstance(scalar, ScalarRef):
+        if scalar.core is not core:
+            raise ScalarAccess(api)
+        row[SCALAR_AT] = scalar.address + 1
+    else:
+        row[SCALAR] = scalar
+    row[COUNTER], row[MASK0], row[MASK1] = counter, as_int64(word0), as_int64(word1)
     row[REPEAT] = repeat
     row[DST_BLK], row[SRC0_BLK], row[SRC1_BLK] = dst.blk, src0.blk, src1.blk
     row[DST_REP], row[SRC0_REP], row[SRC1_REP] = dst.rep, src0.rep, src1.rep
@@ -120,7 +128,11 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
 
 def scalar_bits(api, value, dtype):
     """The scalar converted to the tensor's dtype (RNE; beyond the type's range -> inf), as its
-    bits."""
+    bits; a GetValue's ScalarRef of the same recording and type is passed on as it is."""
+    if isinstance(value, ScalarRef):
+        if not value.usable_by(value.core, np.dtype(dtype)):
+            raise ScalarAccess(api)   # converted, stale or foreign: the kernel runs live
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                     np.floating)):
         raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")

@@ -3,7 +3,7 @@ import numpy as np
 
 from .._jit import njit
 from .half import float_to_half, narrow_rint, widen
-from .program import DT_DST, F32, SCALAR
+from .program import DT_DST, F32, SCALAR, SCALAR_AT
 from .types import RoundMode
 
 RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
@@ -32,8 +32,14 @@ def to_half(value, round_mode, sat):
 
 
 @njit(inline="always")
-def scalar_value(row):
-    """The scalar operand, stored as the bit pattern of the destination type."""
+def scalar_value(f32, u16, row):
+    """The scalar operand: its bits in the destination type, or the scalar register a GetValue
+    filled (SCALAR_AT)."""
+    if row[SCALAR_AT] != 0:
+        address = row[SCALAR_AT] - 1
+        if row[DT_DST] == F32:
+            return f32[address >> 2]
+        return widen(u16[address >> 1])
     bits = np.int64(row[SCALAR])
     if row[DT_DST] == F32:
         return np.uint32(bits & 0xFFFFFFFF).view(np.float32)

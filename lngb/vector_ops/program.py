@@ -8,10 +8,13 @@ dispatches on KIND, never on the numeric order of opcodes.
 """
 import numpy as np
 
-N_COLS = 29
+N_COLS = 30
 (OP, KIND, PIPE, DT_DST, DT_SRC, DST, SRC0, SRC1, SCALAR, COUNTER, MASK0, MASK1, REPEAT,
  DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, SOURCES,
- EMPTY_GROUPS, GROUP_WIDTH, GROUP_UNIT, MASK_SETS, REG_MODE, REG_LOW, REG_HIGH) = range(29)
+ EMPTY_GROUPS, GROUP_WIDTH, GROUP_UNIT, MASK_SETS, REG_MODE, REG_LOW, REG_HIGH,
+ SCALAR_AT) = range(30)
+# SCALAR: the scalar operand's bits in dst's type; SCALAR_AT: 0, or 1 + the byte address of a
+# scalar register a GetValue filled, whose value the instruction uses instead (at execution).
 # PIPE: the pipe the row runs on (a Pipe; DataCopy by direction, SetFlag/WaitFlag by event).
 # SOURCES: vector operands read (Duplicate 0, Adds/Cast 1, Add 2).
 # EMPTY_GROUPS (reductions): what a group whose lanes are all masked off gets (EMPTY_KEEP: left
@@ -28,7 +31,9 @@ GM_TO_UB, UB_TO_GM, UB_TO_UB = 0, 1, 2
 GM_SLOTS = 4  # `execute` always gets this many GM byte arrays
 
 # Families of kernels (the KIND column); events change no byte and `execute` skips them.
-ELEMENTWISE, REDUCE, COPY, EVENT, BROADCAST = range(5)
+# SCALAR_READ (GetValue) copies SRC0 bytes at UB address DST into the scalar register at SRC1.
+ELEMENTWISE, REDUCE, COPY, EVENT, BROADCAST, SCALAR_READ = range(6)
+NOT_VECTOR = (EVENT, SCALAR_READ)   # the kinds that are no vector or MTE instruction
 
 # Data type codes used inside kernels.
 F32, F16 = 0, 1

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from . import binary, brcb, cast, copy, duplicate, lanes, reduce, scalar, unary
-from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, REDUCE
+from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, NOT_VECTOR, REDUCE, SCALAR_READ
 from .types import Pipe
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -54,6 +54,7 @@ DATA_COPY = Family("copy", COPY, 1, "bursts", "copy", copy.make_wrapper)
 BRCB = Family("brcb", BROADCAST, 1, "blocks", "rate", brcb.make_wrapper)
 LANE_BROADCAST = Family("lane broadcast", BROADCAST, 1, "blocks", "rate", brcb.make_lane_wrapper)
 EVENTS = Family("event", EVENT)   # each event entry names its cost rule
+SCALAR_READS = Family("scalar read", SCALAR_READ)   # GetValue: UB bytes into a scalar register
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Instruction:
 
     @property
     def is_instruction(self):
-        return self.family.kind != EVENT
+        return self.family.kind not in NOT_VECTOR
 
     def lane_parameter(self, core, dtype):
         return 0 if self.parameter is None else self.parameter(core, dtype)
@@ -142,7 +143,7 @@ BUILTIN = (
     Instruction("SetMaskNorm", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
     Instruction("SetVectorMask", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
     Instruction("ResetMask", EVENTS, pipe=Pipe.PIPE_S, cost="mask"),
-    Instruction("GetValue", EVENTS, pipe=Pipe.PIPE_S, cost="scalar"),
+    Instruction("GetValue", SCALAR_READS, pipe=Pipe.PIPE_S, cost="scalar"),
     Instruction("SetValue", EVENTS, pipe=Pipe.PIPE_S, cost="scalar"),
     # no device instruction: declares UB bytes undefined (e.g. what isReuseSource clobbers)
     Instruction("Undefine", EVENTS, pipe=Pipe.PIPE_S, cost="none"),

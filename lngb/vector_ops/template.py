@@ -26,8 +26,8 @@ from lngb.vector_ops.lanes import add as lane_LANE
 from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST,
                                      DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32,
                                      GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, OP, REDUCE,
-                                     REPEAT, ROUND, SAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
-                                     SRC1_REP, UB_TO_GM)
+                                     REPEAT, ROUND, SAT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1,
+                                     SRC1_BLK, SRC1_REP, UB_TO_GM)
 from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
                                   lane_active, lane_index, lanes_per_repeat, repeat_count)
 
@@ -109,7 +109,7 @@ def elementwise(f32, u16, row):
     op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
-    s = scalar_value(row)
+    s = scalar_value(f32, u16, row)
     round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     n = flat_count(row, epr)
     if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
@@ -229,6 +229,13 @@ def copy(ub, gm, row):
 
 
 @njit
+def scalar_read(ub, row):
+    """GetValue: SRC0 bytes at UB address DST into the scalar register at SRC1."""
+    for k in range(row[SRC0]):
+        ub[row[SRC1] + k] = ub[row[DST] + k]
+
+
+@njit
 def fetch_ahead(ahead):
     """Prefetch the next burst of ahead = (the GM arrays, (slot, byte offset from the slot's
     base) points, the slots' bases, cursor = [next point, points per burst])."""
@@ -258,6 +265,9 @@ def execute(ub, gms, program, ahead=None):
             copy(ub, gms[row[GM_SLOT]], row)
         elif kind == BROADCAST:
             broadcast(f32, u16, row)
+        elif kind == SCALAR_READ:
+            scalar_read(ub, row)
+            continue
         else:
             continue  # events do no work to hide a prefetch burst behind
         if ahead is not None:
@@ -291,7 +301,7 @@ def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, sch
         upcoming = points[point_starts[q]:point_starts[q + 1]] if i + 1 < n else points[0:0]
         instructions = 0
         for r in range(program.shape[0]):
-            instructions += program[r, KIND] != EVENT
+            instructions += program[r, KIND] != EVENT and program[r, KIND] != SCALAR_READ
         cursor[0], cursor[1] = 0, -(-upcoming.shape[0] // max(instructions, 1))
         execute(ub, step_gms(gms, schedule[i, 1:]), program,
                 (gms, upcoming, schedule[j, 1:], cursor))
