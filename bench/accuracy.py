@@ -1,7 +1,9 @@
 """emulate_operator against a float64 oracle: the error bound of its order of additions and the
-error measured (README, "Accuracy").
+error measured; emulate_layer_norm_backward against PyTorch's closed form in float64: the error
+measured against the README's tolerance (README, "Accuracy").
 
-    python bench/accuracy.py [B S H]        (default 8 1024 4096)
+    python bench/accuracy.py [B S H]            (default 8 1024 4096)
+    python bench/accuracy.py --backward [B S H] (default 4 64 256)
 """
 import sys
 
@@ -58,7 +60,58 @@ def measure(shape, dtype, seed=0):
     return result.tiling, rows
 
 
+def float64_backward(dy, x, variance, mean, gamma, epsilon):
+    """PyTorch's native_layer_norm_backward in float64, rstd = 1/sqrt(variance + epsilon):
+    (grad_input, x_hat, grad_weight, grad_bias)."""
+    eps = float(np.asarray(epsilon, dtype=dy.dtype))
+    dy, x, g = (a.astype(np.float64) for a in (dy, x, gamma))
+    rstd = 1.0 / np.sqrt(variance.astype(np.float64)[..., None] + eps)
+    x_hat = (x - mean.astype(np.float64)[..., None]) * rstd
+    g_dy, h = dy * g, x.shape[-1]
+    grad_input = rstd / h * (h * g_dy - g_dy.sum(-1, keepdims=True)
+                             - x_hat * (g_dy * x_hat).sum(-1, keepdims=True))
+    return grad_input, x_hat, (dy * x_hat).sum((0, 1)), dy.sum((0, 1))
+
+
+# README "Accuracy": pdX error <= row_max * max|pdX of the row| + elem * |pdX|; resForGamma
+# relative error <= rfg (spec layernorm_grad.md §7.4)
+TOLERANCE = {np.float32: (1e-5, 1e-5, 1e-6), np.float16: (2e-3, 1e-3, 1e-3)}
+
+
+def backward(shape):
+    print(f"[{', '.join(map(str, shape))}], uniform(-100, 100) dy and x, gamma uniform(-2, 2), "
+          "mean/variance of x, epsilon 1e-5")
+    print(f"{'product':16} {'dtype':8} {'pdX err/tolerance':>18} {'pdX err/row max':>16} "
+          f"{'rfg rel err':>12} {'pdGamma rel':>12} {'pdBeta rel':>11}")
+    rng = np.random.default_rng(0)
+    for product in ("atlas-a2", "atlas-350"):
+        for dtype in (np.float32, np.float16):
+            dy = rng.uniform(-100, 100, shape).astype(dtype)
+            x = rng.uniform(-100, 100, shape).astype(dtype)
+            mean = x.astype(np.float32).mean(-1).astype(dtype)
+            var = x.astype(np.float32).var(-1).astype(dtype)
+            gamma = rng.uniform(-2, 2, shape[2]).astype(dtype)
+            r = lngb.emulate_layer_norm_backward(dy, x, var, mean, gamma, product=product)
+            ref_x, ref_hat, ref_g, ref_b = float64_backward(dy, x, var, mean, gamma, 1e-5)
+            row_max, elem, _ = TOLERANCE[dtype]
+            row = np.abs(ref_x).max(-1, keepdims=True)
+            err = np.abs(r.pd_x.astype(np.float64) - ref_x)
+            rfg = lngb.emulate_layer_norm_grad(dy[:1, :8], x[:1, :8], var[:1, :8], mean[:1, :8],
+                                               gamma, product=product).res_for_gamma
+            rfg_err = np.abs(rfg - ref_hat[:1, :8]) / np.maximum(np.abs(ref_hat[:1, :8]), 1e-30)
+            rel = lambda got, ref: float(np.abs(got.astype(np.float64) - ref).max()
+                                         / np.abs(ref).max())
+            print(f"{product:16} {np.dtype(dtype).name:8} "
+                  f"{float((err / (row_max * row + elem * np.abs(ref_x))).max()):18.3f} "
+                  f"{float((err / row).max()):16.3e} {float(rfg_err.max()):12.3e} "
+                  f"{rel(r.pd_gamma, ref_g):12.3e} {rel(r.pd_beta, ref_b):11.3e}")
+
+
 def main():
+    if sys.argv[1:2] == ["--backward"]:
+        args = sys.argv[2:5]
+        backward(tuple(int(a) for a in args) if len(args) == 3 else (4, 64, 256))
+        return
     shape = tuple(int(a) for a in sys.argv[1:4]) if len(sys.argv) >= 4 else (8, 1024, 4096)
     print(f"[{', '.join(map(str, shape))}], standard normal dy and resForGamma, atlas-a2")
     print(f"{'dtype':8} {'output':9} {'max err/sum|t|':>15} {'bound/sum|t|':>13} "

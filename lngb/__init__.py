@@ -17,7 +17,8 @@ from .kernels.layer_norm_grad_beta import LayerNormGradBeta
 from .kernels.layer_norm_grad import LayerNormGrad, LayerNormGradShapeInfo
 from .kernels.operator_tiling import OperatorTiling, operator_tiling
 from .host import EmulationResult, OperatorResult, emulate, emulate_operator
-from .backward import LayerNormGradResult, emulate_layer_norm_grad
+from .backward import (BackwardResult, LayerNormGradResult, emulate_layer_norm_backward,
+                       emulate_layer_norm_grad)
 from .observers.cost import CostModel
 from .runtime.cache import cache_info, clear_caches, set_cache_limit
 from .sweeps import sweep

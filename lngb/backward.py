@@ -6,7 +6,12 @@ import numpy as np
 
 from .core import AICore
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
-from .host import EmulationResult
+from .host import EmulationResult, OperatorResult, check_threads
+from .kernels.backward import (OUTPUT, SLOT_NAMES, WORKSPACE, API, LayerNormBackwardKernel,
+                               backward_tiling)
+from .observers.gm_check import check_gm
+from .products import get_product
+from .runtime import schedule
 from .kernels.layer_norm_grad import epsilon_value, regbase_tmp_bytes
 from .kernels.sample import LayerNormGradSampleKernel, padded
 from .kernels.tiling import (GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo,
@@ -159,3 +164,74 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     res_for_gamma = outputs[at["resForGamma"]:].view(dtype).reshape(shape)
     return LayerNormGradResult(pd_x, res_for_gamma, tiling, core,
                                core.trace if core.mode != "fast" else None, rows)
+
+
+# --- the multi-core operator -------------------------------------------------------------------
+
+class BackwardResult(OperatorResult):
+    """pd_x ([B, S, H]), pd_gamma and pd_beta ([H]) in the input dtype, the BackwardTiling, the
+    cores, their traces (observed and checked modes) and the modelled cost (`.cost`)."""
+
+    def __init__(self, pd_x, pd_gamma, pd_beta, tiling, cores, plan, trace):
+        super().__init__(pd_gamma, pd_beta, tiling, cores, plan, trace)
+        self.pd_x = pd_x
+
+    def __repr__(self):
+        return (f"BackwardResult(pd_x=<{self.pd_x.shape} {self.pd_x.dtype}>, "
+                f"pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})")
+
+
+def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
+                                epsilon=1e-5, product="atlas-a2", block_dim=None,
+                                tile_rows=None, threads=None, mode="fast", sat_mode=None):
+    """The whole LayerNorm backward on `block_dim` emulated cores over GM
+    (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
+    the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
+    BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
+    Results do not depend on `threads` (default: the CPU count)."""
+    api = API
+    arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
+    check_backward_inputs(api, arrays)
+    threads = check_threads(api, threads)
+    dtype, (b, s, h) = input_dy.dtype, input_dy.shape
+    eps = epsilon_value(epsilon, dtype)
+    product = get_product(product)
+    for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows)):
+        if value is not None and (isinstance(value, (bool, np.bool_))
+                                  or not isinstance(value, (int, np.integer))):
+            raise InvalidArgumentError(f"{api}: {name} must be an integer or None, got {value!r}")
+    tiling = backward_tiling((b, s, h), dtype, product, block_dim, tile_rows, float(eps))
+    at = tiling.layout()
+    params = np.zeros(at["params"], np.uint8)
+    for name, a in zip(("variance", "mean", "gamma"), arrays[2:]):
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        params[at[name]:at[name] + raw.size] = raw
+    outputs = np.empty(at["outputs"], np.uint8)
+    dy, x = gm_bytes(input_dy, api), gm_bytes(input_x, api)
+    row_bytes = h * dtype.itemsize
+    gms = [(dy[a * row_bytes:(a + n) * row_bytes], x[a * row_bytes:(a + n) * row_bytes], params,
+            outputs) for a, n in tiling.core_rows]
+    ub_bytes = AICore.ub_bytes(product)
+    ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)
+    cores = [AICore(product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
+
+    def kernel(c, runner=None):
+        runner = runner or schedule.Live(cores[c], gms[c])
+        return LayerNormBackwardKernel(cores[c], tiling, c, gms[c], runner)
+
+    plan = None
+    if mode == "fast":
+        plan = schedule.plan(("LayerNorm backward", tiling), cores, kernel)
+        schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
+    else:
+        schedule.run_phases([kernel(c) for c in range(len(cores))])
+        for core in cores:
+            if core.sanitizer is not None:
+                core.sanitizer.finish(core.flags)
+        if mode == "checked":
+            check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES,
+                     inputs=[(WORKSPACE, 0, at["workspace"])])
+    results = outputs[:at["pd_x"]].view(dtype)
+    pd_x = outputs[at["pd_x"]:].view(dtype).reshape(b, s, h)
+    return BackwardResult(pd_x, results[:h], results[h:2 * h], tiling, cores, plan,
+                          [core.trace for core in cores] if mode != "fast" else None)

@@ -57,6 +57,15 @@ class EmulationResult:
         return f"EmulationResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
 
 
+def check_threads(api, threads):
+    """OS threads for a multi-core run: a positive integer, by default the CPU count."""
+    if threads is None:
+        return os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise InvalidArgumentError(f"{api}: threads must be a positive integer, got {threads!r}")
+    return int(threads)
+
+
 def check_inputs(input_dy, res_for_gamma, api="emulate"):
     for name, a in (("input_dy", input_dy), ("res_for_gamma", res_for_gamma)):
         if not isinstance(a, np.ndarray):
@@ -226,17 +235,13 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
 
     The caller's arrays are only read (as GM, in place); outputs are new arrays.
     """
-    if threads is None:
-        threads = os.cpu_count() or 1
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise InvalidArgumentError(f"emulate_operator: threads must be a positive integer, got "
-                                   f"{threads!r}")
+    threads = check_threads("emulate_operator", threads)
     run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode)
     tiling, cores, gms = run.tiling, run.cores, run.gms
     plan = None
     if mode == "fast":
         plan = schedule.plan(("LayerNormGradBeta operator", tiling), cores, run.kernel)
-        schedule.replay(plan, cores, gms, min(int(threads), tiling.block_dim))
+        schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
     else:
         schedule.run_phases([run.kernel(c) for c in range(len(cores))])
         for core in cores:

@@ -113,23 +113,9 @@ def _dtype(dtype):
 def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
     b, s, h = shape
     rows, itemsize, usable = b * s, dtype.itemsize, product.usable_ub
-    if block_dim is None:
-        block_dim = min(product.vector_cores, rows)
-    block_dim = int(block_dim)
-    if not 1 <= block_dim <= product.vector_cores:
-        raise InvalidArgumentError(
-            f"{API}: block_dim {block_dim} outside 1 ~ {product.vector_cores}, the "
-            f"vector cores of {product.name} (more logical cores than physical ones hang a "
-            "kernel that uses SyncAll)")
-    if block_dim > rows:
-        raise InvalidArgumentError(f"{API}: block_dim {block_dim} is more than the "
-                                   f"{rows} rows (B*S); every core needs at least one row")
+    block_dim = check_block_dim(block_dim, rows, product)
+    core_rows = split_rows(rows, block_dim)
     base, extra = divmod(rows, block_dim)
-    core_rows, start = [], 0
-    for c in range(block_dim):
-        n = base + (c < extra)
-        core_rows.append((start, n))
-        start += n
 
     full_acc = None   # set below, once fits() can tell
 
@@ -182,6 +168,46 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
     max_tmp, _ = GetLayerNormGradBetaMaxMinTmpSize((1, tile_rows, cols), itemsize, False)
     tmp_bytes = max(min_tmp, min(max_tmp, (usable - fixed) // 32 * 32))
 
+    reduce_cols, chunk = split_columns(h, itemsize, block_dim, usable)
+    gaps = ((h - cols) * itemsize, (h - acc_cols) * 4, (h - chunk) * 4, (h - chunk) * itemsize)
+    if max(gaps) // 32 > MAX_STRIDE:
+        raise CapacityError(f"{API}: H = {h} is too long: a tile's DataCopy would skip "
+                            f"{max(gaps) // 32} blocks between rows, more than the {MAX_STRIDE} "
+                            "its stride fields hold")
+    return OperatorTiling(rows, h, dtype.str, product.name, block_dim, tuple(core_rows),
+                          tile_rows, cols, acc_cols, tmp_bytes, tuple(reduce_cols), chunk)
+
+
+def check_block_dim(block_dim, rows, product):
+    """block_dim as an int: by default one core per row, up to the product's vector cores."""
+    if block_dim is None:
+        return min(product.vector_cores, rows)
+    block_dim = int(block_dim)
+    if not 1 <= block_dim <= product.vector_cores:
+        raise InvalidArgumentError(
+            f"{API}: block_dim {block_dim} outside 1 ~ {product.vector_cores}, the "
+            f"vector cores of {product.name} (more logical cores than physical ones hang a "
+            "kernel that uses SyncAll)")
+    if block_dim > rows:
+        raise InvalidArgumentError(f"{API}: block_dim {block_dim} is more than the "
+                                   f"{rows} rows (B*S); every core needs at least one row")
+    return block_dim
+
+
+def split_rows(rows, block_dim):
+    """(first row, row count) per core: contiguous runs, the first rows % block_dim one longer."""
+    base, extra = divmod(rows, block_dim)
+    core_rows, start = [], 0
+    for c in range(block_dim):
+        n = base + (c < extra)
+        core_rows.append((start, n))
+        start += n
+    return tuple(core_rows)
+
+
+def split_columns(h, itemsize, block_dim, usable):
+    """Phase 2: (first column, column count) each core reduces (whole 32-byte blocks), and the
+    columns a core reduces at once."""
     quantum = 32 // itemsize
     units = h // quantum
     reducers = min(block_dim, units)
@@ -193,13 +219,7 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
         start += n
     per_col = 2 * BUFFER_NUM * 8 + 8 + 2 * itemsize   # partial queue, fp32 total, output queue
     chunk = min(max(n for _, n in reduce_cols), usable // per_col // quantum * quantum)
-    gaps = ((h - cols) * itemsize, (h - acc_cols) * 4, (h - chunk) * 4, (h - chunk) * itemsize)
-    if max(gaps) // 32 > MAX_STRIDE:
-        raise CapacityError(f"{API}: H = {h} is too long: a tile's DataCopy would skip "
-                            f"{max(gaps) // 32} blocks between rows, more than the {MAX_STRIDE} "
-                            "its stride fields hold")
-    return OperatorTiling(rows, h, dtype.str, product.name, block_dim, tuple(core_rows),
-                          tile_rows, cols, acc_cols, tmp_bytes, tuple(reduce_cols), chunk)
+    return tuple(reduce_cols), chunk
 
 
 # Instruction rows a tile costs beyond its API row loop, for choosing the tile (the emulator's

@@ -13,17 +13,20 @@ def gm_accesses(records):
             yield (*bursts, record)
 
 
-def check_gm(cores, gms, shared, slot_names):
+def check_gm(cores, gms, shared, slot_names, inputs=()):
     """Between two SyncAlls no two cores may write the same GM bytes of the `shared` slots, no
     core may read bytes another writes, no core writes its input slots, and nothing may read
-    shared bytes no core has written. `gms[c]` are core c's GM buffers by slot (the shared ones
-    the same arrays for every core)."""
+    shared bytes no core has written, except the (slot, start, end) byte ranges of `inputs` (the
+    host's data in a shared slot). `gms[c]` are core c's GM buffers by slot (the shared ones the
+    same arrays for every core)."""
     phases = []
     for core in cores:
         cut = next((i + 1 for i, r in enumerate(core.trace) if r.name == "SyncAll"),
                    len(core.trace))
         phases.append((core.trace[:cut], core.trace[cut:]))
     written = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
+    for slot, start, end in inputs:
+        written[slot][start:end] = True
     for phase in range(2):
         writer = {slot: np.full(gms[0][slot].size, -1, np.int32) for slot in shared}
         for c in range(len(cores)):
