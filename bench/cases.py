@@ -72,6 +72,65 @@ def torch_case(shape=OPERATOR_SHAPE, threads=THREADS):
     return emulator, native
 
 
+def backward_inputs(shape, dtype, seed=0):
+    """dy, x, variance, mean, gamma of a LayerNorm forward."""
+    rng = np.random.default_rng(seed)
+    dy = rng.standard_normal(shape, np.float32).astype(dtype)
+    x = rng.standard_normal(shape, np.float32).astype(dtype)
+    mean = x.astype(np.float32).mean(-1).astype(dtype)
+    var = x.astype(np.float32).var(-1).astype(dtype)
+    return dy, x, var, mean, rng.standard_normal(shape[2], np.float32).astype(dtype)
+
+
+def numpy_layer_norm_grad(dy, x, var, mean, gamma, eps=1e-5):
+    """LayerNormGrad's formulas (spec layernorm_grad.md §2) in numpy, in the input dtype."""
+    h = x.shape[-1]
+    rstd = (1 / np.sqrt(var + eps))[..., None].astype(x.dtype)
+    x2 = x - mean[..., None]
+    x1 = dy * gamma
+    pd_var = (-0.5 * x1 * x2).sum(-1, keepdims=True) * rstd ** 3
+    pd_mean = (-x1 * rstd).sum(-1, keepdims=True) + pd_var * (-2 * x2).sum(-1, keepdims=True) / h
+    return x1 * rstd + pd_var * (2 / h) * x2 + pd_mean / h, x2 * rstd
+
+
+def numpy_backward(dy, x, var, mean, gamma):
+    pd_x, rfg = numpy_layer_norm_grad(dy, x, var, mean, gamma)
+    return pd_x, rfg, (dy * rfg).sum((0, 1)), dy.sum((0, 1))
+
+
+def layer_norm_grad_case(shape, dtype, product="atlas-a2"):
+    data = backward_inputs(shape, dtype)
+    return ((lambda: lngb.emulate_layer_norm_grad(*data, product=product)),
+            (lambda: numpy_layer_norm_grad(*data)))
+
+
+def backward_case(shape, dtype, product="atlas-350", threads=THREADS):
+    """emulate_layer_norm_backward on the 950 (CANN's A2 kernel cannot hold a row of 4096
+    floats: it rounds rows per chunk up to 8) against numpy on the same data."""
+    data = backward_inputs(shape, dtype)
+    return ((lambda: lngb.emulate_layer_norm_backward(*data, product=product, threads=threads)),
+            (lambda: numpy_backward(*data)))
+
+
+def torch_backward_case(shape=OPERATOR_SHAPE, threads=THREADS):
+    """torch's native_layer_norm_backward with all three outputs, on `threads` threads, against
+    emulate_layer_norm_backward on the 950; None when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    dy, x, var, mean, gamma = backward_inputs(shape, np.float32)
+    t = [torch.from_numpy(a) for a in (dy, x, mean[..., None], gamma)]
+    rstd = torch.from_numpy((1 / np.sqrt(var + 1e-5))[..., None])
+    bias = torch.zeros(shape[2])
+    emulator = lambda: lngb.emulate_layer_norm_backward(dy, x, var, mean, gamma,
+                                                        product="atlas-350", threads=threads)
+    native = lambda: torch.ops.aten.native_layer_norm_backward(
+        t[0], t[1], [shape[2]], t[2], rstd, t[3], bias, [True, True, True])
+    return emulator, native
+
+
 SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
 
 CASES = {
@@ -90,4 +149,10 @@ CASES = {
     "operator [8,1024,4096] float, 2 threads": lambda: operator_case(OPERATOR_SHAPE, np.float32),
     "operator [8,1024,4096] half, 2 threads": lambda: operator_case(OPERATOR_SHAPE, np.float16),
     "Add 3 x 15360 floats, replayed": lambda: add_case(replayed=True),
+    "layer-norm-grad [1,8,512] float (a2)": lambda: layer_norm_grad_case((1, 8, 512), np.float32),
+    "layer-norm-grad [1,16,64] half (a2)": lambda: layer_norm_grad_case((1, 16, 64), np.float16),
+    "backward [8,1024,4096] float (350), 2 threads": lambda: backward_case(OPERATOR_SHAPE,
+                                                                          np.float32),
+    "backward [8,1024,4096] half (350), 2 threads": lambda: backward_case(OPERATOR_SHAPE,
+                                                                         np.float16),
 }

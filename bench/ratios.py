@@ -9,7 +9,7 @@ import time
 import timeit
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from cases import CASES, torch_case  # noqa: E402
+from cases import CASES, torch_backward_case, torch_case  # noqa: E402
 from test_bench import COLD_START  # noqa: E402
 
 
@@ -33,6 +33,10 @@ def main():
         e, t = median_us(case[0], repeat=7), median_us(case[1], repeat=7)
         print(f"{'operator [8,1024,4096] float vs torch':42} {e:12.1f} {t:10.1f} {e / t:7.2f}"
               "  (torch native_layer_norm_backward, 2 threads)")
+        emulator, native = torch_backward_case()
+        e, t = median_us(emulator, repeat=5), median_us(native, repeat=5)
+        print(f"{'backward [8,1024,4096] float vs torch':42} {e:12.1f} {t:10.1f} {e / t:7.2f}"
+              "  (all three outputs; the emulator on atlas-350)")
     subprocess.run([sys.executable, "-c", COLD_START], check=True)
     times = []
     for _ in range(5):

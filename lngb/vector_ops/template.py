@@ -23,11 +23,11 @@ from lngb.vector_ops.half import float_to_half, narrow_rint, widen
 from lngb.vector_ops.kernels import NONE, RINT, load, scalar_value, store, to_half
 from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
-from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST,
-                                     DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32,
-                                     GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, OP, REDUCE,
-                                     REPEAT, ROUND, SAT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1,
-                                     SRC1_BLK, SRC1_REP, UB_TO_GM)
+from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, COUNTER, DST, DST_BLK,
+                                     DST_REP, DT_DST, DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO,
+                                     EVENT, F32, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND,
+                                     MASK0, OP, REDUCE, REPEAT, ROUND, SAT, SCALAR_READ, SOURCES,
+                                     SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
 from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
                                   lane_active, lane_index, lanes_per_repeat, repeat_count)
 
@@ -149,14 +149,16 @@ def round_sum(a, b, code, sat):
     return widen(narrow_rint(total, sat))
 
 
-@njit
-def tree_sum(values, present, start, width, code, sat):
+@njit(inline="always")
+def tree_sum(values, present, v, p, start, width, code, sat):
     """Binary tree of adjacent pairs over values[start:start+width]; masked lanes are absent.
+    v and p are scratch of `width` entries (the tree is built in them, so nothing allocates).
 
     Returns (sum, any lane present). A node with one absent child passes the other through.
     """
-    v = values[start:start + width].copy()
-    p = present[start:start + width].copy()
+    for i in range(width):
+        v[i] = values[start + i]
+        p[i] = present[start + i]
     n = width
     while n > 1:
         for i in range(n // 2):
@@ -174,16 +176,31 @@ def tree_sum(values, present, start, width, code, sat):
 
 
 @njit
-def reduce(f32, u16, row):
-    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride."""
+def reduce(f32, u16, row, scratch, flags):
+    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride.
+    scratch (float32) and flags (bool), 256 entries each, are the caller's work space."""
     dt = row[DT_DST]
     size = dtype_size(dt)
     epr = 256 // size
     sat = row[SAT] != 0
     width, unit = row[GROUP_WIDTH], row[GROUP_UNIT]
-    values = np.zeros(128, dtype=np.float32)
-    present = np.zeros(128, dtype=np.bool_)
+    values, v = scratch[:128], scratch[128:]
+    present, p = flags[:128], flags[128:]
     dst = row[DST] // size
+    if (dt == F32 and row[COUNTER] == 0 and row[MASK0] == -1 and width == 64
+            and contiguous(size, row[SRC0_BLK], row[SRC0_REP], epr)):
+        # whole float repeats read in a row (ReduceSumImpl's first level): no lane bookkeeping
+        src = row[SRC0] // size
+        for r in range(repeat_count(row, epr)):
+            for i in range(32):
+                v[i] = add(f32[src + 64 * r + 2 * i], f32[src + 64 * r + 2 * i + 1], v[0])
+            n = 32
+            while n > 1:
+                n //= 2
+                for i in range(n):
+                    v[i] = add(v[2 * i], v[2 * i + 1], v[0])
+            f32[dst + r * row[DST_REP] * unit] = v[0]
+        return
     for r in range(repeat_count(row, epr)):
         for e in range(epr):
             present[e] = lane_active(row, r, e, epr)
@@ -191,7 +208,7 @@ def reduce(f32, u16, row):
                 values[e] = load(f32, u16, dt, lane_index(row[SRC0], size, row[SRC0_BLK],
                                                           row[SRC0_REP], r, e))
         for k in range(epr // width):
-            total, any_present = tree_sum(values, present, k * width, width, dt, sat)
+            total, any_present = tree_sum(values, present, v, p, k * width, width, dt, sat)
             out = dst + r * row[DST_REP] * unit + k
             if any_present:
                 store(f32, u16, dt, out, total, RINT, sat)
@@ -254,13 +271,15 @@ def execute(ub, gms, program, ahead=None):
     lines on the way."""
     f32 = ub.view(np.float32)
     u16 = ub.view(np.uint16)
+    scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
+    flags = np.empty(256, dtype=np.bool_)
     for i in range(program.shape[0]):
         row = program[i]
         kind = row[KIND]
         if kind == ELEMENTWISE:
             elementwise(f32, u16, row)
         elif kind == REDUCE:
-            reduce(f32, u16, row)
+            reduce(f32, u16, row, scratch, flags)
         elif kind == COPY:
             copy(ub, gms[row[GM_SLOT]], row)
         elif kind == BROADCAST:
