@@ -1,5 +1,6 @@
-"""Command line: `lngb demo` (the seed example) and `lngb run` (raw .bin files, as Ascend
-samples' gen_data.py writes them)."""
+"""Command line: `lngb demo` (the documented examples) and `lngb run` (raw .bin files, as Ascend
+samples' gen_data.py writes them), for LayerNormGradBeta, LayerNormGrad or the whole LayerNorm
+backward (--api); `sweep`, `trace` and `debug` for LayerNormGradBeta."""
 import argparse
 import pathlib
 import sys
@@ -8,6 +9,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, LngbError
 from .files import read_bin, write_file, write_outputs
+from .backward import emulate_layer_norm_backward, emulate_layer_norm_grad
 from .host import emulate
 from .products import PRODUCTS
 
@@ -30,7 +32,29 @@ def _tiling_line(t):
             f"bsCurLength={t.bsCurLength}")
 
 
+APIS = ("layer-norm-grad-beta", "layer-norm-grad", "backward")
+# LayerNormGrad's documented example ([1, 8, 8] float, epsilon 1e-4) as CANN's kernel computes
+# it with correctly rounded Div/Sqrt (spec layernorm_grad.md §7.2): pdX row 0, resForGamma row 0
+DOC_PD_X_ROW0 = "40438222 3edf60d8 bfa799d8 c00ba8f5 c00ba800 bfa79418 3edf8720 404388d0"
+DOC_RFG_ROW = "bfc38579 bf8ba87b bf2796fa be5f73f8 3e5f73f8 3f2796fa 3f8ba87b 3fc38579"
+
+
+def _hex(row):
+    return " ".join(f"{v:08x}" for v in np.asarray(row, np.float32).view(np.uint32))
+
+
+def _doc_example():
+    """LayerNormGrad's documented inputs: dy = x = arange(64) as [1, 8, 8], mean 3.5 + 8r,
+    variance 5.25, gamma arange(8)."""
+    dy = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+    return (dy, dy.copy(), np.full((1, 8), 5.25, np.float32),
+            (3.5 + 8 * np.arange(8, dtype=np.float32)).reshape(1, 8),
+            np.arange(8, dtype=np.float32))
+
+
 def demo(args):
+    if args.api != "layer-norm-grad-beta":
+        return _demo_layer_norm_grad(args)
     dy = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
     result = emulate(dy, dy, product=args.product, stack_buffer_size=args.stack_buffer_size,
                      is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
@@ -46,6 +70,61 @@ def demo(args):
     return 0 if ok else 1
 
 
+def _demo_layer_norm_grad(args):
+    data = _doc_example()
+    if args.api == "layer-norm-grad":
+        result = emulate_layer_norm_grad(*data, epsilon=1e-4, product=args.product,
+                                         stack_buffer_size=args.stack_buffer_size,
+                                         is_reuse_source=args.reuse_source)
+    else:
+        result = emulate_layer_norm_backward(*data, epsilon=1e-4, product=args.product)
+    rfg = result.res_for_gamma if args.api == "layer-norm-grad" else None
+    print(f"{'LayerNormGrad' if rfg is not None else 'LayerNorm backward'} on {args.product}: the "
+          "documented example, dy = x = arange(64) as [1, 8, 8] float32, mean 3.5 + 8r, variance "
+          "5.25, gamma arange(8), epsilon 1e-4")
+    print("pdX row 0:        ", result.pd_x[0, 0].tolist())
+    print("pdX row 0 bits:   ", _hex(result.pd_x[0, 0]))
+    ok = _hex(result.pd_x[0, 0]) == DOC_PD_X_ROW0
+    if rfg is not None:
+        print("resForGamma row 0:", rfg[0, 0].tolist())
+        ok = ok and all(_hex(row) == DOC_RFG_ROW for row in rfg[0])
+    else:
+        print("pdGamma:", result.pd_gamma.tolist())
+        print("pdBeta: ", result.pd_beta.tolist())
+    print("matches the kernel's bits for the documented example (spec layernorm_grad.md §7.2)"
+          if ok else "DOES NOT match the kernel's bits for the documented example")
+    return 0 if ok else 1
+
+
+def _run_layer_norm_grad(args, shape, dtype):
+    """--api layer-norm-grad / backward: the five inputs, pdX (and resForGamma, or pdGamma and
+    pdBeta) written all or nothing."""
+    b, s, h = shape
+    shapes = {"dy": shape, "x": shape, "variance": (b, s), "mean": (b, s), "gamma": (h,)}
+    missing = [f"--{name.replace('_', '-')}" for name in shapes if getattr(args, name) is None]
+    if missing:
+        raise InvalidArgumentError(f"--api {args.api} needs {', '.join(missing)}")
+    data = [read_bin(name, getattr(args, name), shapes[name], dtype) for name in shapes]
+    out = pathlib.Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.api == "layer-norm-grad":
+        result = emulate_layer_norm_grad(*data, epsilon=args.epsilon, product=args.product,
+                                         stack_buffer_size=args.stack_buffer_size,
+                                         is_reuse_source=args.reuse_source)
+        outputs = [("pdX", "output_pd_x.bin", result.pd_x),
+                   ("resForGamma", "output_res_for_gamma.bin", result.res_for_gamma)]
+    else:
+        result = emulate_layer_norm_backward(*data, epsilon=args.epsilon, product=args.product,
+                                             block_dim=args.block_dim)
+        outputs = [("pdX", "output_pd_x.bin", result.pd_x),
+                   ("pdGamma", "output_pd_gamma.bin", result.pd_gamma),
+                   ("pdBeta", "output_pd_beta.bin", result.pd_beta)]
+    write_outputs([(what, out / name, array) for what, name, array in outputs])
+    print(f"{args.api} on {args.product}: [{b}, {s}, {h}] {np.dtype(dtype).name}")
+    print(f"wrote {', '.join(str(out / name) for _, name, _ in outputs)}")
+    return 0
+
+
 def run(args):
     dtype = DTYPES[args.dtype]
     try:
@@ -54,6 +133,10 @@ def run(args):
         shape = ()
     if len(shape) != 3 or min(shape) <= 0:
         raise LngbError(f"--shape takes B,S,H (e.g. 4,8,512), got {args.shape!r}")
+    if args.api != "layer-norm-grad-beta":
+        return _run_layer_norm_grad(args, shape, dtype)
+    if args.res_for_gamma is None:
+        raise InvalidArgumentError("--api layer-norm-grad-beta needs --res-for-gamma")
     dy = read_bin("inputDy", args.dy, shape, dtype)
     rfg = read_bin("resForGamma", args.res_for_gamma, shape, dtype)
     goldens = {name: read_bin(f"golden {name}", path, (shape[2],), dtype)
@@ -167,11 +250,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="lngb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="run the documented [1, 8, 8] float example")
+    p.add_argument("--api", default=APIS[0], choices=APIS,
+                   help="LayerNormGradBeta (default), LayerNormGrad, or the whole backward")
     _common_options(p)
     p.set_defaults(func=demo)
     p = sub.add_parser("run", help="run on raw little-endian .bin inputs, write .bin outputs")
+    p.add_argument("--api", default=APIS[0], choices=APIS,
+                   help="layer-norm-grad-beta (default: --dy, --res-for-gamma), layer-norm-grad "
+                        "or backward (--dy, --x, --variance, --mean, --gamma)")
     p.add_argument("--dy", required=True, help="inputDy .bin file")
-    p.add_argument("--res-for-gamma", required=True, help="resForGamma .bin file")
+    p.add_argument("--res-for-gamma", help="resForGamma .bin file (layer-norm-grad-beta)")
+    for name in ("x", "variance", "mean", "gamma"):
+        p.add_argument(f"--{name}", help=f"input {name} .bin file (layer-norm-grad, backward)")
+    p.add_argument("--epsilon", type=float, default=1e-5, help="default 1e-5")
+    p.add_argument("--block-dim", type=int, help="cores of --api backward (default: the "
+                                                   "product's, at most one per row)")
     p.add_argument("--shape", required=True, help="B,S,H")
     p.add_argument("--dtype", default="float32", choices=list(DTYPES),
                    help="element type of the .bin files (default float32)")

@@ -406,3 +406,42 @@ def test_every_writer_leaves_the_old_file_whole_when_the_write_fails(tmp_path, c
         write(path)
     assert path.read_bytes() == b"an earlier result"
     assert sorted(os.listdir(tmp_path)) == ["old.out"]
+
+
+# --api layer-norm-grad and backward
+
+
+@pytest.mark.parametrize("api", ["layer-norm-grad", "backward"])
+@pytest.mark.parametrize("product", ["atlas-a2", "atlas-inference", "atlas-350"])
+def test_demo_of_layer_norm_grad_gives_the_kernels_bits(api, product, capsys):
+    assert main(["demo", "--api", api, "--product", product]) == 0
+    out = capsys.readouterr().out
+    assert "40438222 3edf60d8 bfa799d8 c00ba8f5 c00ba800 bfa79418 3edf8720 404388d0" in out
+    assert "matches the kernel's bits" in out
+
+
+@pytest.mark.parametrize("api, outputs", [
+    ("layer-norm-grad", ("output_pd_x.bin", "output_res_for_gamma.bin")),
+    ("backward", ("output_pd_x.bin", "output_pd_gamma.bin", "output_pd_beta.bin"))])
+def test_run_layer_norm_grad_on_bin_files(api, outputs, tmp_path, capsys):
+    import naive
+    from test_layer_norm_grad import inputs
+    shape = (2, 8, 32)
+    data = inputs(shape, np.float32)
+    paths = {}
+    for name, array in zip(("dy", "x", "variance", "mean", "gamma"), data):
+        paths[name] = tmp_path / f"{name}.bin"
+        array.tofile(paths[name])
+    args = ["run", "--api", api, "--shape", "2,8,32", "--out-dir", str(tmp_path / "out")]
+    for name, path in paths.items():
+        args += [f"--{name}", str(path)]
+    assert main(args) == 0
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(outputs)
+    pd_x, rfg = naive.layer_norm_grad(*data, 1e-5)
+    got = np.fromfile(tmp_path / "out" / "output_pd_x.bin", np.float32).reshape(shape)
+    assert np.array_equal(got.view(np.uint32), pd_x.view(np.uint32))
+    if api == "layer-norm-grad":
+        got = np.fromfile(tmp_path / "out" / "output_res_for_gamma.bin", np.float32)
+        assert np.array_equal(got.view(np.uint32), rfg.reshape(-1).view(np.uint32))
+    assert main(args[:-2]) == 2          # no --gamma
+    assert "needs --gamma" in capsys.readouterr().err
