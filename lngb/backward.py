@@ -117,13 +117,14 @@ def choose_temp_bytes(shape, dtype, product, reuse, stack_buffer_size=None):
 
 def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input_gamma, *,
                             epsilon=1e-5, product="atlas-a2", is_reuse_source=False,
-                            stack_buffer_size=None, mode="fast", trace=False, sat_mode=None):
+                            stack_buffer_size=None, mode=None, trace=False, sat_mode=None):
     """Run LayerNormGrad on a fresh emulated core (its sample kernel: copy in, the API, copy
     out); returns a LayerNormGradResult with `.pd_x`, `.res_for_gamma`, `.tiling`, `.cost`,
     `.trace` (trace=True, or observed/checked mode) and `.core`.
 
     Shapes: dy, x [B, S, H]; variance, mean [B, S] (or [B, S, 1]); gamma [H]; all half or all
-    float. `stack_buffer_size` (bytes) defaults to the largest buffer whose footprint fits.
+    float. `stack_buffer_size` (bytes) defaults to the largest buffer whose footprint fits;
+    `mode` None is "fast".
     resForGamma feeds `lngb.emulate(input_dy, res_for_gamma, ...)` for pdGamma and pdBeta."""
     api = "emulate_layer_norm_grad"
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
@@ -137,6 +138,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
                                        f"(an int >= 0), got {stack_buffer_size!r}")
         stack_buffer_size = int(stack_buffer_size)
     eps = epsilon_value(epsilon, input_dy.dtype)
+    mode = "fast" if mode is None else mode
     core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
     key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
@@ -183,13 +185,14 @@ class BackwardResult(OperatorResult):
 
 def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
                                 epsilon=1e-5, product="atlas-a2", block_dim=None,
-                                tile_rows=None, threads=None, mode="fast", sat_mode=None):
+                                tile_rows=None, threads=None, mode=None, sat_mode=None):
     """The whole LayerNorm backward on `block_dim` emulated cores over GM
     (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
     the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
     BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
     Results do not depend on `threads` (default: the CPU count)."""
     api = API
+    mode = "fast" if mode is None else mode
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
     check_backward_inputs(api, arrays)
     threads = check_threads(api, threads)
