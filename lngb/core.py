@@ -20,7 +20,8 @@ import weakref
 
 import numpy as np
 
-from .errors import CapacityError, InvalidArgumentError, warn
+from .arguments import check_choice, check_dtype, check_int, check_shape, is_int
+from .errors import CapacityError, InvalidArgumentError, check_flag, warn
 from .products import SCALAR_REGISTERS, VREG_BYTES, VREG_COUNT, core_bytes, get_product
 from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
@@ -44,8 +45,6 @@ NO_GMS = (NO_GM,) * GM_SLOTS
 SET_FLAG, WAIT_FLAG = TABLE["SetFlag"].opcode, TABLE["WaitFlag"].opcode
 FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
 MASK_MODES = tuple(MaskMode)
-ALLOWED_DTYPES = tuple(np.dtype(d) for d in (np.float16, np.float32, np.uint8, np.int8,
-                                             np.uint16, np.int16, np.uint32, np.int32))
 
 
 class Hook:
@@ -78,32 +77,22 @@ class AICore:
     def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None,
                  div_sqrt="ieee", _ub=None):
         self.product = get_product(product)
-        if mode not in MODES:
-            raise InvalidArgumentError(f"AICore: mode must be one of {MODES}, got {mode!r}")
-        self.mode = mode
+        self.mode = check_choice("AICore", "mode", mode, MODES)
+        sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
         if sat_mode is None:
             sat_mode = self.product.saturation_default
-        if not isinstance(sat_mode, (bool, np.bool_)):
-            raise InvalidArgumentError(f"AICore: sat_mode must be None, True or False, got "
-                                       f"{sat_mode!r}")
         if self.product.saturation_only and not sat_mode:
             raise InvalidArgumentError(f"AICore: {self.product.name} supports saturation mode "
                                        "only (sat_mode=True)")
         self.sat_mode = int(bool(sat_mode))
-        if div_sqrt not in DIV_SQRT:
-            raise InvalidArgumentError(f"AICore: div_sqrt must be one of {DIV_SQRT}, got "
-                                       f"{div_sqrt!r}")
-        self.div_sqrt = div_sqrt
+        self.div_sqrt = check_choice("AICore", "div_sqrt", div_sqrt, DIV_SQRT)
         self.ub_size = self.product.ub_size
-        # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
-        self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub
         if reserved_bytes is None:
             reserved_bytes = self.product.reserved_bytes
-        if (isinstance(reserved_bytes, bool) or not isinstance(reserved_bytes, (int, np.integer))
-                or not 0 <= reserved_bytes < self.ub_size):
-            raise InvalidArgumentError(f"AICore: reserved_bytes must be an integer in "
-                                       f"[0, {self.ub_size}), got {reserved_bytes!r}")
-        self.reserved_bytes = int(reserved_bytes)
+        self.reserved_bytes = check_int("AICore", "reserved_bytes", reserved_bytes, 0,
+                                        self.ub_size - 1)
+        # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
+        self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub
         self.allocated = 0
         self.mask_mode = MaskMode.NORMAL
         self.mask_high = self.mask_low = FULL_MASK
@@ -160,18 +149,9 @@ class AICore:
 
     def alloc(self, shape, dtype, position="VECCALC"):
         """A new LocalTensor, 32-byte aligned; CapacityError when the UB is full."""
-        shape = _shape("alloc", shape)
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise InvalidArgumentError(f"alloc: {dtype!r} is not a dtype") from None
-        if dtype not in ALLOWED_DTYPES:
-            raise InvalidArgumentError(
-                f"alloc: the vector unit has no instructions for {dtype.name}; allocate one of "
-                f"{', '.join(d.name for d in ALLOWED_DTYPES)}")
-        if position not in UB_POSITIONS:
-            raise InvalidArgumentError(f"alloc: position must be one of {UB_POSITIONS}, got "
-                                       f"{position!r}")
+        shape = check_shape("alloc", "shape", shape)
+        dtype = check_dtype("alloc", "dtype", dtype)
+        position = check_choice("alloc", "position", position, UB_POSITIONS)
         size = int(np.prod(shape, dtype=object))
         nbytes = -(-size * dtype.itemsize // 32) * 32
         if nbytes > self.free_bytes:
@@ -185,7 +165,8 @@ class AICore:
     def pop_stack_buffer(self, dtype=np.uint8, position="LCM"):
         """All UB not yet allocated, as one temporary tensor (CANN's PopStackBuffer): the
         allocator does not count it, so later allocations may reuse the space."""
-        dtype = np.dtype(dtype)
+        dtype = check_dtype("PopStackBuffer", "dtype", dtype)
+        position = check_choice("PopStackBuffer", "position", position, UB_POSITIONS)
         size = self.free_bytes // dtype.itemsize
         if size == 0:
             raise CapacityError("PopStackBuffer Error! no UB is left beside the allocated tensors")
@@ -193,10 +174,9 @@ class AICore:
 
     def vreg(self, index, dtype):
         """Vector register `index` as a 256-byte tensor (used by the Ascend 950 kernel path)."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not (
-                0 <= index < VREG_COUNT):
+        if not is_int(index) or not 0 <= index < VREG_COUNT:
             raise InvalidArgumentError(f"vreg: index {index!r} outside 0 ~ {VREG_COUNT - 1}")
-        dtype = np.dtype(dtype)
+        dtype = check_dtype("vreg", "dtype", dtype)
         return LocalTensor(self, self.ub_size + VREG_BYTES * int(index),
                            VREG_BYTES // dtype.itemsize, dtype, None, "VREG")
 
@@ -430,17 +410,3 @@ class AICore:
         """The dry run of `body()`: its Program, nothing executed (lngb.runtime.recording)."""
         return recording.record(self, body, gms)
 
-
-def _shape(api, shape):
-    values = (shape,) if np.isscalar(shape) else shape
-    try:
-        values = tuple(values)
-    except TypeError:
-        raise InvalidArgumentError(f"{api}: shape {shape!r} is not an int or a sequence of ints") \
-            from None
-    for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise InvalidArgumentError(f"{api}: shape {shape!r} must hold integers, got {v!r}")
-    if not values or any(v <= 0 for v in values):
-        raise InvalidArgumentError(f"{api}: shape {shape!r} has no elements")
-    return tuple(int(v) for v in values)

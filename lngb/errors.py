@@ -57,8 +57,12 @@ def warn(message, category=LngbWarning):
     warnings.warn(message, category, stacklevel=level)
 
 
-def check_flag(api, name, value):
-    """value as a bool, if it is one (numpy's too); 1 and 0 are not flags."""
+def check_flag(api, name, value, optional=False):
+    """value as a bool, if it is one (numpy's too); 1 and 0 are not flags. `optional`: None is
+    allowed too, and returned as it is."""
+    if optional and value is None:
+        return None
     if not isinstance(value, (bool, np.bool_)):
-        raise InvalidArgumentError(f"{api}: {name} must be True or False, got {value!r}")
+        raise InvalidArgumentError(f"{api}: {name} must be {'None, ' if optional else ''}True or "
+                                   f"False, got {value!r}")
     return bool(value)

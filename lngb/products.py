@@ -1,7 +1,7 @@
 """The supported products (spec vector_unit.md §1.2, §3.3, §8.3) and the unsupported ones."""
 from dataclasses import dataclass
 
-from .errors import UnsupportedProductError
+from .errors import InvalidArgumentError, UnsupportedProductError
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,12 @@ SUPPORT_TABLE = ("LayerNormGradBeta supports: Ascend 950PR/950DT (atlas-350), At
 
 
 def get_product(name):
+    """The Product named `name` (or `name` itself, a Product)."""
     if isinstance(name, Product):
         return name
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"product must be a product name ({', '.join(PRODUCTS)}), "
+                                   f"got {name!r}")
     if name in PRODUCTS:
         return PRODUCTS[name]
     if name in UNSUPPORTED:

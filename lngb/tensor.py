@@ -4,11 +4,13 @@ import threading
 
 import numpy as np
 
+from .arguments import check_dtype, check_int, is_int, is_real
 from .errors import CapacityError, InvalidArgumentError, OutOfBoundsError
 from .runtime.cache import Exact
 
 UB_POSITIONS = ("VECIN", "VECCALC", "VECOUT", "LCM")
 MAX_GM_BYTES = 1 << 40   # a copy beyond this is refused before numpy tries it
+GM_KINDS = "biufc"       # GM arrays hold numbers: bool, integer, float or complex
 
 _local = threading.local()
 
@@ -34,7 +36,7 @@ def pop_core():
 
 def _index(api, index, size):
     """An element index in [0, size): an integer, not a float or a bool."""
-    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+    if not is_int(index):
         raise InvalidArgumentError(f"{api}: the index must be an integer, got {index!r}")
     if not 0 <= index < size:
         raise OutOfBoundsError(f"{api}: index {index} outside the tensor's {size} elements "
@@ -78,7 +80,11 @@ class LocalTensor:
                            self.size - offset, self.dtype, None, self.position)
 
     def ReinterpretCast(self, dtype):
-        dtype = np.dtype(dtype)
+        """The same bytes as `dtype` elements (as many whole ones as they hold)."""
+        dtype = check_dtype("ReinterpretCast", "dtype", dtype)
+        if self.nbytes < dtype.itemsize:
+            raise InvalidArgumentError(f"ReinterpretCast: the tensor's {self.nbytes} bytes hold no "
+                                       f"{dtype.name} element")
         return LocalTensor(self.core, self.address, self.nbytes // dtype.itemsize, dtype,
                            None, self.position)
 
@@ -91,8 +97,9 @@ class LocalTensor:
 
     def SetValue(self, index, value):
         index = _index("SetValue", index, self.size)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-            raise InvalidArgumentError(f"SetValue: the value must be a number, got {value!r}")
+        if not is_real(value):
+            raise InvalidArgumentError(f"SetValue: the value must be a number (not complex), "
+                                       f"got {value!r}")
         with np.errstate(over="ignore"):
             try:
                 value = np.array(value, dtype=self.dtype)
@@ -158,6 +165,12 @@ def is_readonly(array):
     return False
 
 
+def _describe(value):
+    if isinstance(value, np.ndarray):
+        return f"a {value.ndim}-D {value.dtype} array"
+    return type(value).__name__
+
+
 class GlobalTensor:
     """GM: wraps a C-contiguous numpy array without copying (writes land in the caller's array)."""
 
@@ -165,7 +178,12 @@ class GlobalTensor:
 
     def __init__(self, array, *, _gm=None, _offset=0, _size=None):
         if _gm is None:
-            array = np.asarray(array)
+            if not isinstance(array, np.ndarray):
+                raise InvalidArgumentError(f"GlobalTensor wraps a numpy array, got "
+                                           f"{type(array).__name__}")
+            if array.dtype.kind not in GM_KINDS or array.dtype.itemsize == 0:
+                raise InvalidArgumentError(f"GlobalTensor: an array of {array.dtype} has no bytes "
+                                           "a DataCopy could move (pass an array of numbers)")
             if not array.flags.c_contiguous:
                 raise InvalidArgumentError("GlobalTensor needs a C-contiguous array")
             _gm = gm_bytes(array)
@@ -179,9 +197,17 @@ class GlobalTensor:
 
     @classmethod
     def in_arena(cls, arena, offset, dtype, size):
-        """A GM tensor of `size` elements at byte `offset` of a uint8 arena."""
-        dtype = np.dtype(dtype)
-        if offset < 0 or offset + size * dtype.itemsize > arena.size:
+        """A GM tensor of `size` elements at byte `offset` of a uint8 arena (a 1-D, C-contiguous
+        uint8 array)."""
+        api = "GlobalTensor.in_arena"
+        if not (isinstance(arena, np.ndarray) and arena.dtype == np.uint8 and arena.ndim == 1
+                and arena.flags.c_contiguous):
+            raise InvalidArgumentError(f"{api}: the arena must be a 1-D C-contiguous uint8 array, "
+                                       f"got {_describe(arena)}")
+        offset = check_int(api, "offset", offset, 0)
+        dtype = check_dtype(api, "dtype", dtype)
+        size = check_int(api, "size", size, 0)
+        if offset + size * dtype.itemsize > arena.size:
             raise OutOfBoundsError(f"GlobalTensor.in_arena: {size} x {dtype.name} at byte {offset} "
                                    f"does not fit the {arena.size}-byte arena")
         view = arena[offset:offset + size * dtype.itemsize].view(dtype)

@@ -20,6 +20,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..arguments import is_int
 from ..errors import InvalidArgumentError
 
 DEFAULT_LIMIT = 256 << 20
@@ -162,7 +163,7 @@ STORE = Store(_limit_from_environment())
 
 def set_cache_limit(nbytes):
     """The byte budget all of lngb's caches share (default 256 MiB, env LNGB_CACHE_MB)."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+    if not is_int(nbytes) or nbytes < 0:
         raise InvalidArgumentError(f"set_cache_limit: nbytes must be an integer >= 0, got "
                                    f"{nbytes!r}")
     STORE.set_limit(int(nbytes))
