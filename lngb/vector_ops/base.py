@@ -1,6 +1,7 @@
 """What every vector instruction wrapper shares: mask resolution, operand checks, the row."""
 import numpy as np
 
+from ..arguments import is_real
 from ..errors import InvalidArgumentError, check_flag
 from ..runtime.recording import ScalarAccess, ScalarRef
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
@@ -29,7 +30,7 @@ def mask_from_argument(api, mode, mask, epr):
     if mode == MaskMode.COUNTER:
         count = mask[0] if isinstance(mask, (list, tuple)) and len(mask) else mask
         return 0, check_range(api, "mask (counter-mode count)", count, 0, UINT32_MAX)
-    if isinstance(mask, (list, tuple, np.ndarray)):
+    if isinstance(mask, (list, tuple)) or (isinstance(mask, np.ndarray) and mask.ndim):
         if len(mask) != 2:
             raise InvalidArgumentError(f"{api}: a bitwise mask is [mask0, mask1], got {len(mask)} "
                                        "words")
@@ -133,8 +134,7 @@ def scalar_bits(api, value, dtype):
         if not value.usable_by(value.core, np.dtype(dtype)):
             raise ScalarAccess(api)   # converted, stale or foreign: the kernel runs live
         return value
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                    np.floating)):
+    if not is_real(value):
         raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")
     try:
         with np.errstate(over="ignore"):

@@ -10,6 +10,7 @@ register = element 0 of src, which is a register (Reg::Duplicate(dst, srcReg, ma
 lane 0") or a UB address (LoadAlign<DIST_BRC_B32/B16>). The row is a Brcb whose source does not
 advance (SRC0_BLK, the source step in elements, is 0; Brcb's is 1)."""
 from ..errors import InvalidArgumentError
+from ..tensor import LocalTensor
 from .base import FLOAT_TYPES, FULL, Operand, check_same_dtype
 from .checks import check_inside, check_local, check_range
 from .program import (DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0, MASK1,
@@ -67,7 +68,7 @@ def make_lane_wrapper(entry):
         check_local(api, "dst", dst, core, FLOAT_TYPES, operands)
         # a broadcast load needs element alignment only (spec regbase.md §2.1)
         check_local(api, "src", src, core, FLOAT_TYPES, operands,
-                    align=getattr(src, "dtype", dst.dtype).itemsize)
+                    align=src.dtype.itemsize if isinstance(src, LocalTensor) else 1)
         check_same_dtype(api, *operands)
         if dst.position != "VREG":
             raise InvalidArgumentError(f"{api}: dst must be a vector register (core.vreg), got a "

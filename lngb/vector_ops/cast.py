@@ -5,7 +5,7 @@ float -> half rounds per RoundMode, and overflow follows the core's saturation m
 """
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, check_flag
 from .base import FLOAT_TYPES, check_dtypes, issue_elementwise
 from .checks import check_local, enum_arg
 from ..runtime.memo import count_form_memo
@@ -29,9 +29,7 @@ def make_wrapper(entry):
             check_local(api, name, t, core, FLOAT_TYPES, operands)
         round_mode = enum_arg(api, "round_mode", RoundMode, round_mode)
         check_dtypes(entry, dst, src)
-        if sat_mode not in (None, True, False):
-            raise InvalidArgumentError(f"{api}: sat_mode must be None, True or False, got "
-                                       f"{sat_mode!r}")
+        sat_mode = check_flag(api, "sat_mode", sat_mode, optional=True)
         if src.dtype == F16 and round_mode != RoundMode.CAST_NONE:
             raise InvalidArgumentError(f"{api}: half -> float is exact and takes only CAST_NONE, "
                                        f"got {round_mode.name}")

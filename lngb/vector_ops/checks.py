@@ -5,6 +5,7 @@ into account (spec vector_unit.md §2.2, §5.1).
 """
 import numpy as np
 
+from ..arguments import check_int, is_int
 from ..errors import AlignmentError, InvalidArgumentError, OutOfBoundsError
 from ..tensor import UB_POSITIONS, LocalTensor
 
@@ -13,21 +14,19 @@ UINT64_MAX = (1 << 64) - 1
 
 
 def check_range(api, name, value, lo, hi):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise InvalidArgumentError(f"{api}: {name} must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise InvalidArgumentError(
-            f"{api}: {name} = {value} is outside its valid range {lo} ~ {hi}")
-    return int(value)
+    """An integer in [lo, hi] (arguments.check_int with both bounds)."""
+    return check_int(api, name, value, lo, hi)
 
 
 def enum_arg(api, name, enum_cls, value):
-    """`value` as a member of `enum_cls`, or InvalidArgumentError listing the members."""
-    try:
-        return enum_cls(value)
-    except ValueError:
-        raise InvalidArgumentError(f"{api}: {name} {value!r} is not one of "
-                                   f"{', '.join(m.name for m in enum_cls)}") from None
+    """`value` as a member of `enum_cls` (a member, or an integer one has as its value), or
+    InvalidArgumentError listing the members."""
+    if isinstance(value, enum_cls):
+        return value
+    if is_int(value) and int(value) in {m.value for m in enum_cls}:
+        return enum_cls(int(value))
+    raise InvalidArgumentError(f"{api}: {name} {value!r} is not one of "
+                               f"{', '.join(m.name for m in enum_cls)}")
 
 
 def check_local(api, name, tensor, core, dtypes, operands=(), align=32):

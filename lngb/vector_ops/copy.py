@@ -3,6 +3,8 @@
 The count form copies floor(count * sizeof(T) / 32) whole 32-byte blocks; the DataCopyParams form
 copies blockCount bursts of blockLen blocks, with srcStride/dstStride blocks between bursts.
 """
+import numpy as np
+
 from ..errors import AlignmentError, InvalidArgumentError, OutOfBoundsError
 from ..tensor import GlobalTensor, LocalTensor
 from .checks import check_local, check_range
@@ -21,6 +23,10 @@ def _check_side(api, name, tensor, extent):
         start, limit = tensor.address, tensor.nbytes
     else:
         start, limit = tensor.offset, tensor.size * tensor.dtype.itemsize
+        if tensor.gm.dtype != np.uint8 or limit < 0:  # not made by GlobalTensor's checks
+            raise InvalidArgumentError(f"{api}: {name} is a GlobalTensor of {tensor.size} elements "
+                                       f"over a {tensor.gm.dtype} buffer; GM tensors are views "
+                                       "of uint8 bytes (GlobalTensor(array), in_arena)")
         if start < 0 or start + limit > tensor.gm.size:
             raise OutOfBoundsError(f"{api}: {name} GM bytes [{start}, {start + limit}) lie outside "
                                    f"its {tensor.gm.size}-byte GM buffer")

@@ -3,9 +3,7 @@
 These act on the current core (`with core:`) and cost one scalar-pipe event each; the register
 changes when the event retires.
 """
-import numpy as np
-
-from ..errors import InvalidArgumentError
+from ..arguments import check_dtype
 from ..tensor import current_core
 from .base import FULL, continuous_mask_bits
 from .checks import UINT64_MAX, check_range, enum_arg
@@ -29,10 +27,7 @@ def SetVectorMask(*words, dtype, mode=MaskMode.NORMAL):
     In counter mode the count goes in the low word (the length form writes it there too)."""
     api = "SetVectorMask"
     core = current_core()
-    try:
-        np.dtype(dtype)  # the template parameter T; the words do not depend on it
-    except TypeError:
-        raise InvalidArgumentError(f"{api}: dtype {dtype!r} is not a numpy dtype") from None
+    check_dtype(api, "dtype", dtype)  # the template parameter T; the words do not depend on it
     mode = enum_arg(api, "mode", MaskMode, mode)
     if len(words) == 2:
         high = check_range(api, "maskHigh", words[0], 0, UINT64_MAX)
