@@ -6,17 +6,18 @@ import os
 
 import numpy as np
 
-from .core import AICore
-from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError, check_flag
+from .arguments import check_choice, is_int
+from .core import MODES, AICore
+from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
-from .kernels.operator_tiling import operator_tiling, round32
+from .kernels.operator_tiling import check_h, operator_tiling, round32
 from .kernels.sample import SampleKernel
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
 from .observers.cost import CostModel, operator_cost
 from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
 from .runtime import recording, schedule
-from .runtime.cache import Cache, exact
+from .runtime.cache import Cache
 from .tensor import gm_bytes
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
@@ -61,7 +62,7 @@ def check_threads(api, threads):
     """OS threads for a multi-core run: a positive integer, by default the CPU count."""
     if threads is None:
         return os.cpu_count() or 1
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+    if not is_int(threads) or threads < 1:
         raise InvalidArgumentError(f"{api}: threads must be a positive integer, got {threads!r}")
     return int(threads)
 
@@ -80,12 +81,7 @@ def check_inputs(input_dy, res_for_gamma, api="emulate"):
         raise InvalidArgumentError(
             f"{api}: input_dy {input_dy.shape} {input_dy.dtype} and res_for_gamma "
             f"{res_for_gamma.shape} {res_for_gamma.dtype} must match")
-    h, itemsize = input_dy.shape[2], input_dy.dtype.itemsize
-    if h * itemsize % 32:
-        raise AlignmentError(
-            f"{api}: a row of H = {h} {input_dy.dtype} elements is {h * itemsize} bytes; "
-            f"LayerNormGradBeta needs whole 32-byte blocks (H a multiple of {32 // itemsize}): "
-            "pad H with zeros, as the API's documentation asks")
+    check_h(api, input_dy.shape[2], input_dy.dtype)
 
 
 def free_temp_bytes(shape, dtype, product):
@@ -117,10 +113,7 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
             "over GM")
     if stack_buffer_size is None:
         return min(max_size, free)
-    if isinstance(stack_buffer_size, bool) or not isinstance(stack_buffer_size, (int, np.integer)):
-        raise InvalidArgumentError(f"emulate: stack_buffer_size must be an integer number of "
-                                   f"bytes, got {stack_buffer_size!r}")
-    size = int(stack_buffer_size)
+    size = check_stack_buffer_size("emulate", stack_buffer_size)
     if size < min_size:
         raise TilingError(f"emulate: stack_buffer_size {size} is below the minimum {min_size} "
                           f"bytes (GetLayerNormGradBetaMaxMinTmpSize) for [{b}, {s}, {h}]")
@@ -130,11 +123,19 @@ def choose_stack_buffer_size(shape, dtype, product, stack_buffer_size=None):
     return size
 
 
+def check_stack_buffer_size(api, stack_buffer_size):
+    """None (the default size) or an int (checked against the tiling and the UB later)."""
+    if stack_buffer_size is not None and not is_int(stack_buffer_size):
+        raise InvalidArgumentError(f"{api}: stack_buffer_size must be an integer number of bytes, "
+                                   f"got {stack_buffer_size!r}")
+    return None if stack_buffer_size is None else int(stack_buffer_size)
+
+
 def _emulate_plan(core, shape, dtype, stack_buffer_size, is_reuse_source, reuse_buffer):
     """(temp bytes, tiling, the key of the kernel's program on a fresh core) of one emulate()
     configuration, computed once."""
-    # value-exact: shape, dtype, product, sat_mode and the flags are checked values already
-    key = (shape, dtype.str, core.product.name, core.sat_mode, exact(stack_buffer_size),
+    # value-exact: every part is a checked int, str, bool or None already
+    key = (shape, dtype.str, core.product.name, core.sat_mode, stack_buffer_size,
            is_reuse_source, reuse_buffer)
     plan = EMULATE_PLANS.get(key)
     if plan is None:
@@ -153,9 +154,8 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
     returns (kernel, the key of its program, pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
     is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
-    if reuse_buffer not in REUSE_BUFFERS:
-        raise InvalidArgumentError(f"emulate: reuse_buffer must be one of {REUSE_BUFFERS}, got "
-                                   f"{reuse_buffer!r}")
+    reuse_buffer = check_choice("emulate", "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
+    stack_buffer_size = check_stack_buffer_size("emulate", stack_buffer_size)
     core = AICore(product, mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
     tmp_bytes, tiling, key = _emulate_plan(core, shape, dtype, stack_buffer_size,
@@ -179,6 +179,7 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     outputs go to new arrays.
     """
     trace = check_flag("emulate", "trace", trace)
+    mode = check_choice("emulate", "mode", mode, MODES)
     kernel, key, pd_gamma, pd_beta = sample_kernel(
         input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
         reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,

@@ -14,8 +14,9 @@ from typing import Optional
 
 import numpy as np
 
-from .observers.cost import CostModel
-from .errors import CapacityError, InvalidArgumentError, TilingError
+from .arguments import FLOAT_DTYPES, check_dtype, check_int, check_sequence, check_shape, is_int
+from .observers.cost import CostModel, check_overrides
+from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
 from .vector_ops.program import EVENT, KIND
 from .files import write_file
 from .host import emulate, free_temp_bytes
@@ -50,11 +51,22 @@ def sweep(shapes=((4, 8, 512),), dtypes=("float32",), products=("atlas-a2",), *,
     its max in `step`-byte steps (or the given `sizes`). `measure` sizes, spread evenly over the
     ones that fit, also get the emulator's warm wall time (median of `repeat` timings).
     `cost_overrides` calibrate the cost model (lngb.cost.CONSTANTS)."""
-    if step <= 0 or measure < 0 or repeat <= 0:
-        raise InvalidArgumentError(f"sweep: step ({step}) and repeat ({repeat}) must be positive "
-                                   f"and measure ({measure}) not negative")
-    configs = [(get_product(p), tuple(s), np.dtype(DTYPE_NAMES.get(d, d))) for p in products
-               for s in shapes for d in dtypes]
+    api = "sweep"
+    for name, value, least in (("step", step, 1), ("repeat", repeat, 1), ("measure", measure, 0)):
+        if not is_int(value) or value < least:
+            raise InvalidArgumentError(f"{api}: {name} ({value!r}) must be an integer >= {least}")
+    step, repeat, measure = int(step), int(repeat), int(measure)
+    progress = check_flag(api, "progress", progress)
+    if sizes is not None:
+        sizes = [check_int(api, f"sizes[{i}]", size, 0)
+                 for i, size in enumerate(check_sequence(api, "sizes", sizes))]
+    shapes = [check_shape(api, f"shapes[{i}]", s, 3)
+              for i, s in enumerate(check_sequence(api, "shapes", shapes))]
+    dtypes = [check_dtype(api, f"dtypes[{i}]", DTYPE_NAMES.get(d, d) if isinstance(d, str) else d,
+                          FLOAT_DTYPES) for i, d in enumerate(check_sequence(api, "dtypes", dtypes))]
+    products = [get_product(p) for p in check_sequence(api, "products", products)]
+    check_overrides(api, cost_overrides)
+    configs = [(p, s, d) for p in products for s in shapes for d in dtypes]
     rows = []
     for i, (product, shape, dtype) in enumerate(configs):
         rows += _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrides,
@@ -99,7 +111,8 @@ def _sweep_one(product, shape, dtype, step, sizes, measure, repeat, cost_overrid
     if measure and fitting:
         rng = np.random.default_rng(0)
         dy, rfg = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
-        picks = np.unique(np.linspace(0, len(fitting) - 1, measure).round().astype(int))
+        picks = np.unique(np.linspace(0, len(fitting) - 1, min(measure, len(fitting))).round()
+                          .astype(int))
         for k, index in enumerate(picks):
             progress.update(k, len(picks), "measuring")
             row = fitting[index]

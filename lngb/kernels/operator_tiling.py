@@ -10,9 +10,8 @@ the cores again (`reduce_cols`).
 """
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..errors import CapacityError, InvalidArgumentError
+from ..arguments import FLOAT_DTYPES, check_dtype, check_shape, is_int
+from ..errors import AlignmentError, CapacityError, InvalidArgumentError
 from ..products import get_product
 from ..runtime.cache import Cache, cache_key
 from .tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
@@ -70,12 +69,12 @@ def _phase1_bytes(rows, cols, itemsize, acc_cols):
 def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_cols=None):
     """The OperatorTiling of `emulate_operator` for [B, S, H] inputs of `dtype` on `product`.
     `tile_rows` / `tile_cols` (a multiple of 128, or H) override the choice of tile."""
-    shape = _shape(shape)
-    dtype, product = _dtype(dtype), get_product(product)
+    shape = check_shape(API, "the shape", shape, 3)
+    dtype, product = check_dtype(API, "dtype", dtype, FLOAT_DTYPES), get_product(product)
+    check_h(API, shape[2], dtype)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows),
                         ("tile_cols", tile_cols)):
-        if value is not None and (isinstance(value, (bool, np.bool_))
-                                  or not isinstance(value, (int, np.integer))):
+        if value is not None and not is_int(value):
             raise InvalidArgumentError(f"{API}: {name} must be an integer or None, got "
                                        f"{value!r}")
     key = cache_key(shape, dtype, product.name, block_dim, tile_rows, tile_cols)
@@ -86,28 +85,13 @@ def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_
     return tiling
 
 
-def _shape(shape):
-    try:
-        dims = tuple(shape)
-    except TypeError:
-        dims = ()
-    if len(dims) != 3 or any(isinstance(d, (bool, np.bool_))
-                             or not isinstance(d, (int, np.integer)) for d in dims):
-        raise InvalidArgumentError(f"{API}: the shape must be [B, S, H] integers, got {shape!r}")
-    if any(d <= 0 for d in dims):
-        raise InvalidArgumentError(f"{API}: the shape {tuple(int(d) for d in dims)} has no "
-                                   "elements (every dimension must be at least 1)")
-    return tuple(int(d) for d in dims)
-
-
-def _dtype(dtype):
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        dtype = None
-    if dtype not in (np.float16, np.float32):
-        raise InvalidArgumentError(f"{API}: dtype must be float16 or float32, got {dtype!r}")
-    return dtype
+def check_h(api, h, dtype):
+    """A row of H elements fills whole 32-byte blocks, as LayerNormGradBeta needs."""
+    if h * dtype.itemsize % 32:
+        raise AlignmentError(
+            f"{api}: a row of H = {h} {dtype} elements is {h * dtype.itemsize} bytes; "
+            f"LayerNormGradBeta needs whole 32-byte blocks (H a multiple of "
+            f"{32 // dtype.itemsize}): pad H with zeros, as the API's documentation asks")
 
 
 def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):

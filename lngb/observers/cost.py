@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arguments import check_number
+from ..errors import InvalidArgumentError
 from ..files import write_file
 from ..products import PRODUCTS, get_product
 from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F16, MASK_SETS, OP,
@@ -69,12 +71,44 @@ CONSTANTS = {
                             "(lngb.vector_ops.table)"),
 }
 PER_PRODUCT = ("gm_bytes_per_cycle", "gm_total_bytes_per_cycle", "clock_mhz")
+# Constants the model divides by: > 0. The others are cycle counts: >= 0.
+RATES = ("ub_copy_bytes_per_cycle", "gm_bytes_per_cycle", "gm_total_bytes_per_cycle", "clock_mhz")
 WORK_PIPES = (Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3)
 
 
 def table_rates():
     """{instruction name: (half, float) elements per cycle} of every rated table entry."""
     return {e.name: e.rate for e in TABLE.entries if e.rate is not None}
+
+
+def check_overrides(api, overrides):
+    """Cost-constant overrides as plain floats: known names; finite real numbers, > 0 for the
+    rates the model divides by, >= 0 for cycle counts; `rates` a dict of some rated instructions'
+    (half, float) elements per cycle, the others keeping the table's."""
+    unknown = sorted(set(overrides) - set(CONSTANTS))
+    if unknown:
+        raise InvalidArgumentError(f"{api}: unknown constants {unknown}; known: "
+                                   f"{sorted(CONSTANTS)}")
+    checked = {name: check_number(api, name, value, positive=name in RATES)
+               for name, value in overrides.items() if name != "rates"}
+    if "rates" in overrides:
+        checked["rates"] = _check_rates(api, overrides["rates"])
+    return checked
+
+
+def _check_rates(api, rates):
+    known = table_rates()
+    if not isinstance(rates, dict) or not all(isinstance(k, str) and k in known for k in rates):
+        raise InvalidArgumentError(f"{api}: rates must be a dict from instruction names "
+                                   f"({', '.join(known)}) to (half, float) elements per cycle, "
+                                   f"got {rates!r}")
+    out = dict(known)
+    for name, pair in rates.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidArgumentError(f"{api}: rates[{name!r}] must be a (half, float) pair of "
+                                       f"elements per cycle, got {pair!r}")
+        out[name] = tuple(check_number(api, f"rates[{name!r}]", r, positive=True) for r in pair)
+    return out
 
 
 def vector_elements(row):
@@ -122,10 +156,7 @@ class CostModel:
 
     def __init__(self, product="atlas-a2", **overrides):
         self.product = get_product(product)
-        unknown = set(overrides) - set(CONSTANTS)
-        if unknown:
-            raise ValueError(f"CostModel: unknown constants {sorted(unknown)}; known: "
-                             f"{sorted(CONSTANTS)}")
+        overrides = check_overrides("CostModel", overrides)
         self.values = {name: (c.value[self.product.name] if name in PER_PRODUCT else c.value)
                        for name, c in CONSTANTS.items()}
         self.values["rates"] = table_rates()
@@ -281,6 +312,7 @@ def operator_cost(product, core_rows, **overrides):
     """Each core's streams through CostModel, with the GM bandwidth shared: a core's MTE2/MTE3
     get min(its own rate, the chip's GM rate / the cores active in the phase)."""
     product = get_product(product)
+    overrides = check_overrides("estimate_cost", overrides)
     sync = overrides.pop("sync_all_cycles", CONSTANTS["sync_all_cycles"].value)
     total_rate = overrides.pop("gm_total_bytes_per_cycle",
                                CONSTANTS["gm_total_bytes_per_cycle"].value[product.name])
