@@ -402,9 +402,9 @@ class AICore:
         return end
 
     # --- kernels ----------------------------------------------------------------------------
-    def run_recorded(self, key, body, gms=()):
+    def run_recorded(self, key, body, gms=(), dry_run_first=False):
         """Run the data-independent kernel `body()` all or nothing (lngb.runtime.recording)."""
-        recording.run_recorded(self, key, body, gms)
+        recording.run_recorded(self, key, body, gms, dry_run_first)
 
     def record(self, body, gms=()):
         """The dry run of `body()`: its Program, nothing executed (lngb.runtime.recording)."""

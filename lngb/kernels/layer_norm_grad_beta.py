@@ -4,14 +4,18 @@ A2/A3/310P run `_common_path` (counter mode, chunk loop, per-row Add accumulatio
 path's casts); the Ascend 950 runs `_regbase_path` (64-lane column blocks in vector registers).
 All checks happen before the first instruction, so a rejected call changes no byte.
 """
+import dataclasses
+
 import numpy as np
 
+from ..arguments import check_choice, check_int
 from ..errors import (AlignmentError, HazardError, InvalidArgumentError, LngbError,
                       check_flag)
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
                           SetMaskCount, SetMaskNorm, SetVectorMask, UnaryRepeatParams)
+from ..vector_ops.checks import UINT32_MAX
 from ..vector_ops.events import issue_event
 from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
 
@@ -46,18 +50,18 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
     for name, t in tensors:
         if not isinstance(t, LocalTensor) or t.core is not core:
             raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
-    if not isinstance(tiling, LayerNormGradBetaTiling):
-        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
-    check_flag(API, "is_reuse_source", is_reuse_source)
+    tiling = _checked_tiling(tiling)
+    is_reuse_source = check_flag(API, "is_reuse_source", is_reuse_source)
+    reuse_buffer = check_choice(API, "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
 
     def kernel():
-        _check(core, tensors, tiling, reuse_buffer)
         dtype = inputDy.dtype
+        reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
+        _check(core, tensors, tiling, reuse)
         if is_reuse_source and (dtype == F16 or core.product.kernel_path == "regbase"):
             why = "half inputs ignore it" if dtype == F16 else "the Ascend 950 kernel ignores it"
             core.warn(f"{API}: The parameter of isReuseSource is true, may not be effective "
                       f"({why}).")
-        reuse = reuse_buffer if (is_reuse_source and dtype == F32) else None
         path = _regbase_path if core.product.kernel_path == "regbase" else _common_path
         path(outputPdGamma, outputPdBeta, resForGamma, inputDy,
              shared_tmp.ReinterpretCast(np.float32), tiling, reuse)
@@ -69,15 +73,31 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
 
     key = (API, tuple(t for _, t in tensors), tiling, is_reuse_source, reuse_buffer)
     with core:
-        core.run_recorded(key, kernel)
+        # Tensors that share bytes may make an instruction reject its operands (a partial
+        # overlap) half-way through a live run: only a dry run of the kernel can tell.
+        core.run_recorded(key, kernel, dry_run_first=_share_bytes(t for _, t in tensors))
+
+
+def _share_bytes(tensors):
+    spans = sorted((t.address, t.address + t.nbytes) for t in tensors)
+    return any(start < end for (_, end), (start, _) in zip(spans, spans[1:]))
 
 
 # --- checks (spec §4: the CPU-debug checks, plus everything an instruction would reject later) ---
 
-def _check(core, tensors, tiling, reuse_buffer):
-    """The CPU-debug checks of CANN; the instructions' own checks run in the same dry run."""
-    if reuse_buffer not in REUSE_BUFFERS:
-        raise InvalidArgumentError(f"{API}: reuse_buffer must be one of {REUSE_BUFFERS}")
+def _checked_tiling(tiling):
+    """The tiling with every field checked to be a uint32 integer, as plain ints."""
+    if not isinstance(tiling, LayerNormGradBetaTiling):
+        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
+    return LayerNormGradBetaTiling(*(check_int(API, f"tiling.{f.name}", getattr(tiling, f.name),
+                                               0, UINT32_MAX)
+                                     for f in dataclasses.fields(tiling)))
+
+
+def _check(core, tensors, tiling, reuse):
+    """The CPU-debug checks of CANN, and that every tensor holds what the tiling makes the kernel
+    touch (`reuse`: where float products go with isReuseSource, else None); the instructions'
+    own checks run in the same dry run."""
     for name, t in tensors:
         if t.position not in API_POSITIONS:
             raise InvalidArgumentError(
@@ -126,6 +146,7 @@ def _check(core, tensors, tiling, reuse_buffer):
     _check_aliasing(core, tensors, tiling)
     if core.product.kernel_path == "common":
         _warn_if_not_cann_tiling(core, tiling, dtype)
+    _check_chunks(core, tiling, tensors, reuse)
 
 
 def _check_aliasing(core, tensors, tiling):
@@ -206,6 +227,51 @@ def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):
     if need > t.stackBufferSize:
         raise InvalidArgumentError(f"{API}: tiling positions need {need} floats of temp buffer "
                                    f"but stackBufferSize is {t.stackBufferSize}")
+
+
+def _check_chunks(core, tiling, tensors, reuse):
+    """Each chunk of the kernel (the 950: each row) starts 32-byte aligned and touches elements
+    inside its tensors and temp positions, so that no instruction fails half-way through."""
+    t, touched = tiling, []   # (tensor, first element, elements); the temp buffer in floats
+    h = t.hLength
+    regbase = core.product.kernel_path == "regbase"
+    if regbase:
+        touched += [("resForGamma", 0, t.bsLength * h), ("inputDy", 0, t.bsLength * h)]
+    for off, n, rows, clear in () if regbase else _chunks(t):
+        span = max(n, (max(rows, 1) if clear else rows) * h)   # Mul's n, then the row sums
+        if tensors[3][1].dtype == F16:
+            touched += [("inputDy", off, n), ("resForGamma", off, n),
+                        ("sharedTmpBuffer", t.inputDyTmpTensorPos, span),
+                        ("sharedTmpBuffer", t.resForGammaTmpTensorPos, span),
+                        ("sharedTmpBuffer", t.gammaTempTensorPos, h),
+                        ("sharedTmpBuffer", t.betaTempTensorPos, h)]
+        else:
+            touched += [("inputDy", off, span), ("resForGamma", off, n),
+                        {None: ("sharedTmpBuffer", t.resForGammaTmpTensorPos, span),
+                         "res_for_gamma": ("resForGamma", 0, span),
+                         "input_dy": ("inputDy", off, span)}[reuse]]
+    sizes = {name: (t.size // 4 if name == "sharedTmpBuffer" else t.size) for name, t in tensors}
+    itemsize = {name: (4 if name == "sharedTmpBuffer" else t.dtype.itemsize) for name, t in tensors}
+    for name, first, count in touched:
+        if first * itemsize[name] % 32:
+            raise AlignmentError(f"{API}: the tiling makes the kernel start at {name}[{first}], "
+                                 f"{first * itemsize[name]} bytes in: not a whole number of "
+                                 "32-byte blocks")
+        if first + max(count, 1) > sizes[name]:
+            unit = "floats" if name == "sharedTmpBuffer" else "elements"
+            raise InvalidArgumentError(
+                f"{API}: the tiling makes the kernel touch {name}[{first}:{first + count}] but "
+                f"{name} holds {sizes[name]} {unit}; compute the tiling with "
+                "GetLayerNormGradBetaNDTilingInfo for these tensors")
+
+
+def _chunks(t):
+    """(first element, elements, rows, clears the outputs) of the chunks of the common kernel
+    whose extents bound every chunk's: the first and the last full chunk, and the tail."""
+    full = [(k * t.oneCalSize, t.bshCurLength, t.bsCurLength, k == 0)
+            for k in sorted({0, t.loopRound - 1}) if t.loopRound]
+    tail = [(t.inputTailPos, t.inputTailSize, t.bsTailSize, not t.loopRound)]
+    return full + (tail if t.inputTailSize > 0 else [])
 
 
 # --- A2 / A3 / 310P: the common kernel (spec §3) ------------------------------------------------

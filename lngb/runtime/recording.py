@@ -122,7 +122,7 @@ def record(core, body, gms=()):
                    tuple(recorder.warnings))
 
 
-def run_recorded(core, key, body, gms=()):
+def run_recorded(core, key, body, gms=(), dry_run_first=False):
     """Run a data-independent kernel `body()` all or nothing: every instruction is validated
     (a dry run that records the rows) before the first one executes, so a rejected body
     changes neither the UB nor the core's state.
@@ -134,7 +134,10 @@ def run_recorded(core, key, body, gms=()):
     sizes in the same order. Warnings the body raised are raised again on every call. Kernels
     run live, one instruction at a time, inside an enclosing recording, in observed mode, while
     an observer needs every instruction (a hook; the sanitizer once it holds state), when `key`
-    has no value-exact form, and when they read or write the UB from the scalar unit."""
+    has no value-exact form, and when they read or write the UB from the scalar unit. A live
+    run is all or nothing only as far as the body checks its arguments before its first
+    instruction; `dry_run_first` validates it in a dry run first, for a body whose checks
+    cannot tell (the body then runs twice: a pdb breakpoint in it stops in the dry run too)."""
     if core.recorder is not None:
         body()  # part of an enclosing recording
         return
@@ -142,7 +145,7 @@ def run_recorded(core, key, body, gms=()):
         full_key = program_key(core, key)
     except Uncacheable:
         full_key = None
-    run_program(core, full_key, body, gms)
+    run_program(core, full_key, body, gms, dry_run_first)
 
 
 def program_key(core, key):
@@ -152,10 +155,15 @@ def program_key(core, key):
                      core.reserved_bytes, core.state())
 
 
-def run_program(core, full_key, body, gms=()):
+def run_program(core, full_key, body, gms=(), dry_run_first=False):
     """run_recorded with the program's key known (None: no value-exact key, run live)."""
     gms = pad_gms(gms)
     if full_key is None or core.mode == "observed" or not core.replays:
+        if dry_run_first:
+            try:
+                record(core, body, gms)
+            except ScalarAccess:
+                pass  # its instruction stream depends on UB values: nothing validates it ahead
         _live(core, body, gms)
         return
     program = PROGRAMS.get(full_key)
