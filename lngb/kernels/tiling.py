@@ -40,14 +40,16 @@ class _Struct:
         """Inverse of ``to_bytes``; needs exactly 4 bytes per field."""
         name, size = cls.__name__, struct.calcsize(cls._format())
         try:
-            data = memoryview(b).tobytes()
+            if isinstance(b, np.ndarray) and b.dtype.hasobject:
+                raise TypeError  # a numpy array of objects holds pointers, not the struct
+            view = memoryview(b)
         except TypeError:
             raise InvalidArgumentError(
                 f"{name}.from_bytes needs a bytes-like object, got {type(b).__name__}") from None
-        if len(data) != size:
+        if view.nbytes != size:  # before copying: a huge view would be copied whole
             raise InvalidArgumentError(f"{name}.from_bytes needs exactly {size} bytes "
-                                       f"({size // 4} uint32), got {len(data)}")
-        return cls(*struct.unpack(cls._format(), data))
+                                       f"({size // 4} uint32), got {view.nbytes}")
+        return cls(*struct.unpack(cls._format(), view.tobytes()))
 
 
 @dataclasses.dataclass
