@@ -180,6 +180,31 @@ def test_operator_debugger_holds_a_core_at_sync_all_until_every_core_is_there():
     assert np.array_equal(gamma, expected.pd_gamma) and np.array_equal(beta, expected.pd_beta)
 
 
+def test_operator_debugger_stops_at_sync_all_and_raises_only_where_nothing_can_run():
+    """step(n), run_until and run stop where the core must wait for the others and return what
+    ran; called there, they raise WaitingAtSyncAll before executing anything."""
+    from lngb.debug import OperatorDebugger, WaitingAtSyncAll
+    dy, rfg = _operator_inputs()
+    dbg = OperatorDebugger(dy, rfg, block_dim=2)
+    assert dbg.run_until(10**6) is None and dbg.next.seq == dbg[0].barrier + 1   # no such record
+    dbg = OperatorDebugger(dy, rfg, block_dim=2)
+    reason, record = dbg.run()
+    assert "core 0 waits at SyncAll for cores [1]" in reason and record is dbg.next
+    dbg = OperatorDebugger(dy, rfg, block_dim=2)
+    done = dbg.step(10**6)
+    assert len(done) == dbg[0].barrier and done[-1].name == "SyncAll"
+    ub, seq = dbg.core.ub.copy(), dbg.core.seq
+    for call in (dbg.step, lambda: dbg.run_until("Add"), dbg.run):
+        with pytest.raises(WaitingAtSyncAll, match=r"core 0 waits at SyncAll for cores \[1\]"):
+            call()
+        assert np.array_equal(dbg.core.ub, ub) and dbg.core.seq == seq
+    assert dbg.step(0) == []
+    dbg.focus(1)
+    assert dbg.run() == ("end", None)    # the last to arrive passes straight on
+    dbg.focus(0)
+    assert dbg.run() == ("end", None) and dbg.finished
+
+
 def test_operator_debugger_focus_views_and_run_all():
     from lngb.debug import OperatorDebugger
     dy, rfg = _operator_inputs()

@@ -12,6 +12,7 @@ import shlex
 
 import numpy as np
 
+from ..arguments import is_int
 from ..errors import InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
 from ..record import clear_footprint, footprint_flags
@@ -79,12 +80,15 @@ class Debugger:
         return self._results()
 
     def step(self, n=1):
-        """Execute the next n records; returns them."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        """Execute the next n records, or fewer at the end or where the core must wait (a
+        SyncAll of the multi-core operator); returns those executed."""
+        if not is_int(n) or n < 0:
             raise InvalidArgumentError(f"step: n must be a whole number >= 0, got {n!r}")
+        if n:
+            self._check_not_blocked()
         done = []
         for _ in range(n):
-            if self.finished:
+            if self.finished or self._blocked():
                 break
             done.append(self._execute_next())
         return done
@@ -92,8 +96,9 @@ class Debugger:
     def run_until(self, target):
         """Execute until the next record matches `target` (a sequence number, an instruction
         name or a predicate on the record) and stop before it; a match at the current record
-        is stepped over first. Returns the matching record, or None at the end."""
-        if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
+        is stepped over first. Returns the matching record, or None at the end or where the
+        core must wait (a SyncAll of the multi-core operator)."""
+        if is_int(target):
             matches = lambda r: r.seq == target
         elif isinstance(target, str):
             names = sorted({r.name for r in self.records})
@@ -107,11 +112,14 @@ class Debugger:
         else:
             raise InvalidArgumentError(f"run_until: expects a sequence number, a name or a "
                                        f"predicate, got {target!r}")
+        self._check_not_blocked()
         if not self.finished and matches(self.next):
             self._execute_next()
         while not self.finished:
             if matches(self.next):
                 return self.next
+            if self._blocked():
+                return None
             self._execute_next()
         return None
 
@@ -123,7 +131,7 @@ class Debugger:
                                            f"(start, end), got {start!r}")
             start, end = start.address, start.address + start.nbytes
         for value in (start, end):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            if not is_int(value):
                 raise InvalidArgumentError(f"watch: byte addresses must be integers, got "
                                            f"{value!r}")
         if not 0 <= start < end <= self.core.ub.size:
@@ -133,18 +141,33 @@ class Debugger:
 
     def run(self):
         """Execute until a breakpoint (stops before the instruction), a watchpoint (stops after
-        an instruction that writes the bytes) or the end. Returns (reason, record)."""
+        an instruction that writes the bytes), a record the core must wait at (a SyncAll of the
+        multi-core operator; the reason says why) or the end. Returns (reason, record)."""
+        self._check_not_blocked()
         while not self.finished:
             if (self.next.name in self.breakpoints
                     and self._stopped_at_breakpoint != self.pc):
                 self._stopped_at_breakpoint = self.pc
                 return "breakpoint", self.next
+            blocked = self._blocked()
+            if blocked:
+                return blocked, self.next
             record = self._execute_next()
             if self.watchpoints and record.is_instruction:
                 for a, b in self.watchpoints:
                     if _writes(record.row, a, b):
                         return f"watchpoint [{a}, {b})", record
         return "end", None
+
+    def _blocked(self):
+        """Why the next record cannot execute yet (None: it can)."""
+        return None
+
+    def _check_not_blocked(self):
+        """WaitingAtSyncAll, before anything runs, when not even the next record can."""
+        blocked = self._blocked()
+        if blocked:
+            raise WaitingAtSyncAll(blocked)
 
     def _execute_next(self):
         record = self.records[self.pc]
@@ -164,7 +187,8 @@ class OperatorDebugger:
     Each core's whole kernel is recorded (validated, nothing executed) and executed on demand by
     a per-core Debugger; `focus(c)` picks the core that `step`, `run_until`, `run`, `view` and
     the `tensors` act on (`debugger[c]` is core c's Debugger). A core cannot pass SyncAll before
-    every core has reached it: stepping it raises WaitingAtSyncAll, naming the cores to step."""
+    every core has reached it: `step`, `run_until` and `run` stop there, and raise
+    WaitingAtSyncAll, naming the cores to step, when the core is there already (nothing runs)."""
 
     def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
                  sat_mode=None):
@@ -190,8 +214,7 @@ class OperatorDebugger:
         return getattr(self.debuggers[self.focused], name)
 
     def focus(self, c):
-        if (isinstance(c, bool) or not isinstance(c, (int, np.integer))
-                or not 0 <= c < len(self.debuggers)):
+        if not is_int(c) or not 0 <= c < len(self.debuggers):
             raise InvalidArgumentError(f"focus: core {c!r} outside 0 ~ {len(self.debuggers) - 1}")
         self.focused = int(c)
         return self.debuggers[self.focused]
@@ -223,13 +246,13 @@ def _close_matches(word, words):
 
 
 class _CoreDebugger(Debugger):
-    def _execute_next(self):
+    def _blocked(self):
         if self.pc == self.barrier:
             behind = [d.index for d in self.owner.debuggers if d.pc < d.barrier]
             if behind:
-                raise WaitingAtSyncAll(f"core {self.index} waits at SyncAll for cores "
-                                       f"{behind}: focus them and step them there first")
-        return super()._execute_next()
+                return (f"core {self.index} waits at SyncAll for cores {behind}: focus them and "
+                        "step them there first")
+        return None
 
 
 def _writes(row, start, end):
@@ -263,6 +286,8 @@ class DebugShell(cmd.Cmd):
     def do_step(self, arg):
         """step [n]: execute the next n instructions or events (default 1)."""
         self.show(self.dbg.step(int(arg) if arg else 1))
+        if self.dbg._blocked():
+            self.say(f"stopped: {self.dbg._blocked()}")
         self._at_end()
 
     do_s = do_step
@@ -272,7 +297,11 @@ class DebugShell(cmd.Cmd):
         if not arg:
             raise ValueError("until needs a sequence number or an instruction name")
         record = self.dbg.run_until(int(arg) if arg.isdigit() else arg)
-        self.say(f"at #{record.seq} {record.name}" if record else "reached the end (no match)")
+        if record:
+            self.say(f"at #{record.seq} {record.name}")
+        else:
+            self.say("reached the end (no match)" if self.dbg.finished else
+                     f"stopped before #{self.dbg.next.seq}: {self.dbg._blocked()}")
 
     def do_break(self, arg):
         """break <name>: stop `run` before every instruction of that name; no argument: list."""
