@@ -28,6 +28,7 @@ def _spellings(dtype):
 
 
 DTYPE_SPELLINGS = {name: d for dtype in UNIT_DTYPES for name, d in _spellings(dtype).items()}
+DTYPE_TYPES = {dtype.type: dtype for dtype in UNIT_DTYPES}   # np.float32 -> dtype('float32')
 
 
 def is_int(value):
@@ -78,13 +79,12 @@ def check_choice(api, name, value, choices):
 
 def as_dtype(value):
     """The unit dtype `value` names (a np.dtype, a numpy scalar type or a string numpy reads as
-    one), else None. Only these types reach numpy: np.dtype() reads attributes of arbitrary
-    objects, and some strings make it warn."""
+    one), else None. Nothing reaches np.dtype(): it reads attributes of arbitrary objects, fails
+    on abstract types and warns about some strings."""
     if isinstance(value, np.dtype):
         return value if value in UNIT_DTYPES else None
-    if isinstance(value, type) and issubclass(value, np.generic):
-        dtype = np.dtype(value)
-        return dtype if dtype in UNIT_DTYPES else None
+    if isinstance(value, type):
+        return DTYPE_TYPES.get(value)
     if isinstance(value, str):
         return DTYPE_SPELLINGS.get(value)
     return None

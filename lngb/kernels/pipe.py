@@ -9,6 +9,7 @@ waited for, as the TPipe destructor does.
 """
 import numpy as np
 
+from ..arguments import check_choice, check_int
 from ..errors import CapacityError, InvalidArgumentError
 from ..tensor import LocalTensor
 from ..vector_ops import HardEvent, SetFlag, WaitFlag
@@ -48,10 +49,7 @@ class TPipe:
         if obj.pipe is not None:
             raise InvalidArgumentError(f"InitBuffer: this {type(obj).__name__} already has "
                                        "buffers; InitBuffer it once")
-        num, length = int(num), int(length)
-        if num < 1 or length < 1:
-            raise InvalidArgumentError(f"InitBuffer: num ({num}) and len ({length}) must be "
-                                       "positive")
+        num, length = check_int("InitBuffer", "num", num, 1), check_int("InitBuffer", "len", length, 1)
         limit = self.core.product.event_ids
         count = self.buffers_per_position.get(obj.position, 0) + num
         if isinstance(obj, TQue) and count > limit:
@@ -115,11 +113,8 @@ class TQue:
     """TQue<position, depth>: AllocTensor / EnQue / DeQue / FreeTensor with auto-sync events."""
 
     def __init__(self, position, depth=1):
-        if position not in QUEUE_EVENTS:
-            raise InvalidArgumentError(f"TQue: position must be one of {tuple(QUEUE_EVENTS)}")
-        if depth < 1:
-            raise InvalidArgumentError("TQue: depth must be at least 1")
-        self.position, self.depth = position, int(depth)
+        self.position = check_choice("TQue", "position", position, tuple(QUEUE_EVENTS))
+        self.depth = check_int("TQue", "depth", depth, 1)
         self.enque_event, self.free_event = QUEUE_EVENTS[position]
         self.pipe, self.buffers = None, []
 
@@ -223,9 +218,8 @@ class TBuf:
     """TBuf<position>: one buffer with no queue semantics (no events, no free)."""
 
     def __init__(self, position="VECCALC"):
-        if position not in QUEUE_EVENTS:
-            raise InvalidArgumentError(f"TBuf: position must be one of {tuple(QUEUE_EVENTS)}")
-        self.position, self.pipe, self.buffers = position, None, []
+        self.position = check_choice("TBuf", "position", position, tuple(QUEUE_EVENTS))
+        self.pipe, self.buffers = None, []
 
     def reset(self):
         pass
@@ -238,7 +232,6 @@ class TBuf:
         tensor = self.buffers[0].ReinterpretCast(dtype)
         if length is None:
             return tensor
-        if not 0 < int(length) <= tensor.size:
-            raise InvalidArgumentError(f"TBuf.Get: length {length} outside 1 ~ {tensor.size}")
-        return LocalTensor(tensor.core, tensor.address, int(length), tensor.dtype, None,
+        length = check_int("TBuf.Get", "length", length, 1, tensor.size)
+        return LocalTensor(tensor.core, tensor.address, length, tensor.dtype, None,
                            tensor.position)
