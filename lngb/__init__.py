@@ -7,7 +7,7 @@ from .errors import (LngbError, AlignmentError, OutOfBoundsError, CapacityError,
                      HazardError, LngbWarning)
 from .core import AICore
 from . import observers
-from .tensor import GlobalTensor, LocalTensor
+from .tensor import GlobalTensor, LocalTensor, current_core
 from .products import PRODUCTS
 from .kernels.tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
                              GetLayerNormGradBetaNDTilingInfo, LayerNormGradTiling,
@@ -21,6 +21,8 @@ from .backward import (BackwardResult, LayerNormGradResult, emulate_layer_norm_b
                        emulate_layer_norm_grad)
 from .observers.cost import CostModel
 from .runtime.cache import cache_info, clear_caches, set_cache_limit
+from .simulate import GetBlockIdx, GetBlockNum, SimulationResult, simulate_kernel
+from .kernels.pipe import TBuf, TPipe, TQue
 from .sweeps import sweep
 from .observers import cost, debug, sanitizer, trace
 from .kernels import layer_norm_grad_beta as operator, multicore, pipe, tiling

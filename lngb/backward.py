@@ -4,7 +4,7 @@ LayerNormGradBeta per tile on many cores over GM. Both read the caller's arrays 
 them; outputs are new arrays."""
 import numpy as np
 
-from .core import AICore
+from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
 from .host import EmulationResult, OperatorResult, check_threads
 from .kernels.backward import (OUTPUT, SLOT_NAMES, WORKSPACE, API, LayerNormBackwardKernel,
@@ -124,7 +124,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
 
     Shapes: dy, x [B, S, H]; variance, mean [B, S] (or [B, S, 1]); gamma [H]; all half or all
     float. `stack_buffer_size` (bytes) defaults to the largest buffer whose footprint fits;
-    `mode` None is "fast".
+    `mode` None: $LNGB_MODE, else "fast".
     resForGamma feeds `lngb.emulate(input_dy, res_for_gamma, ...)` for pdGamma and pdBeta."""
     api = "emulate_layer_norm_grad"
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
@@ -138,7 +138,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
                                        f"(an int >= 0), got {stack_buffer_size!r}")
         stack_buffer_size = int(stack_buffer_size)
     eps = epsilon_value(epsilon, input_dy.dtype)
-    mode = "fast" if mode is None else mode
+    mode = resolve_mode(api, mode)
     core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
     key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
@@ -192,7 +192,7 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
     BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
     Results do not depend on `threads` (default: the CPU count)."""
     api = API
-    mode = "fast" if mode is None else mode
+    mode = resolve_mode(api, mode)
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
     check_backward_inputs(api, arrays)
     threads = check_threads(api, threads)

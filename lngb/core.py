@@ -15,6 +15,7 @@ a plain hook runs live. The core knows nothing of its observers but this protoco
 Observers per mode are registered in MODE_OBSERVERS by lngb.observers.
 """
 import contextlib
+import os
 import threading
 import weakref
 
@@ -33,6 +34,21 @@ from .vector_ops.table import TABLE
 from .vector_ops.types import HardEvent, MaskMode, Pipe
 
 MODES = ("fast", "observed", "checked")
+
+
+def default_mode():
+    """The mode of every core and host call that passes none: $LNGB_MODE, else "fast"."""
+    text = os.environ.get("LNGB_MODE")
+    if text is None or text == "":
+        return "fast"
+    if text not in MODES:
+        raise InvalidArgumentError(f"LNGB_MODE must be one of {', '.join(MODES)}, got {text!r}")
+    return text
+
+
+def resolve_mode(api, mode):
+    """`mode` checked, or the default mode when it is None (an explicit mode wins)."""
+    return default_mode() if mode is None else check_choice(api, "mode", mode, MODES)
 # Div and Sqrt: "ieee" correctly rounded, subnormals kept; "ftz" subnormal operands and results
 # flushed to zero (what the 950 documents; A2/A3/310P are not documented)
 DIV_SQRT = ("ieee", "ftz")
@@ -67,17 +83,18 @@ class Hook:
 
 class AICore:
     """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer);
-    `sat_mode`: None (the product's), True or False; `div_sqrt`: "ieee" or "ftz" (DIV_SQRT)."""
+    None: $LNGB_MODE, else "fast". `sat_mode`: None (the product's), True or False; `div_sqrt`:
+    "ieee" or "ftz" (DIV_SQRT)."""
 
     @staticmethod
     def ub_bytes(product):
         """Bytes of a core's UB array: the physical UB, then the vector and scalar registers."""
         return core_bytes(get_product(product).ub_size)
 
-    def __init__(self, product="atlas-a2", mode="fast", *, sat_mode=None, reserved_bytes=None,
+    def __init__(self, product="atlas-a2", mode=None, *, sat_mode=None, reserved_bytes=None,
                  div_sqrt="ieee", _ub=None):
         self.product = get_product(product)
-        self.mode = check_choice("AICore", "mode", mode, MODES)
+        self.mode = mode = resolve_mode("AICore", mode)
         sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
         if sat_mode is None:
             sat_mode = self.product.saturation_default

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .arguments import check_choice, is_int
-from .core import MODES, AICore
+from .core import AICore, resolve_mode
 from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import check_h, operator_tiling, round32
@@ -149,7 +149,7 @@ def _emulate_plan(core, shape, dtype, stack_buffer_size, is_reuse_source, reuse_
 
 
 def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
-                  reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", sat_mode=None):
+                  reuse_buffer="input_dy", stack_buffer_size=None, mode=None, sat_mode=None):
     """The sample kernel on a fresh core, its inputs as GM (in place) and new output arrays;
     returns (kernel, the key of its program, pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
@@ -171,15 +171,15 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
-            reuse_buffer="input_dy", stack_buffer_size=None, mode="fast", trace=False,
+            reuse_buffer="input_dy", stack_buffer_size=None, mode=None, trace=False,
             sat_mode=None):
     """Run the LayerNormGradBeta sample kernel on a fresh emulated core; see EmulationResult.
 
     The caller's arrays are never modified: the kernel only reads them (as GM, in place), and
-    outputs go to new arrays.
+    outputs go to new arrays. `mode` None: $LNGB_MODE, else "fast".
     """
     trace = check_flag("emulate", "trace", trace)
-    mode = check_choice("emulate", "mode", mode, MODES)
+    mode = resolve_mode("emulate", mode)
     kernel, key, pd_gamma, pd_beta = sample_kernel(
         input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
         reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,
@@ -227,7 +227,7 @@ def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode
 
 
 def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
-                     threads=None, mode="fast", sat_mode=None):
+                     threads=None, mode=None, sat_mode=None):
     """Run the multi-core LayerNormGradBeta operator (lngb.kernels.multicore) on `block_dim`
     emulated vector cores (default: the product's, at most one per row) using `threads` OS
     threads (default: the CPU count). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
@@ -237,6 +237,7 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
     The caller's arrays are only read (as GM, in place); outputs are new arrays.
     """
     threads = check_threads("emulate_operator", threads)
+    mode = resolve_mode("emulate_operator", mode)
     run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode)
     tiling, cores, gms = run.tiling, run.cores, run.gms
     plan = None

@@ -76,3 +76,16 @@ def test_run_command_reports_bad_input(tmp_path, capsys):
     assert "needs 256" in capsys.readouterr().err
     assert main(["run", "--dy", "x", "--res-for-gamma", "x", "--shape", "4x8x512"]) == 2
     assert "B,S,H" in capsys.readouterr().err
+
+
+def test_the_kernel_unit_test_passes_under_pytest(tmp_path):
+    """The README's test_my_kernel.py, run by pytest as a user would."""
+    import subprocess
+    import sys
+    block = next(b for b in python_blocks() if b.startswith("# test_my_kernel.py"))
+    assert len(block.strip().splitlines()) <= 18
+    (tmp_path / "test_my_kernel.py").write_text(block)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path / "test_my_kernel.py")], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert "1 passed" in run.stdout, run.stdout + run.stderr

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..arguments import check_choice, check_int
 from ..errors import CapacityError, InvalidArgumentError
-from ..tensor import LocalTensor
+from ..tensor import LocalTensor, current_core
 from ..vector_ops import HardEvent, SetFlag, WaitFlag
 
 # GetQueEvt: (EnQue/DeQue event, FreeTensor/AllocTensor event) per queue position.
@@ -24,9 +24,10 @@ FREE, ALLOCATED, QUEUED = "free", "allocated", "queued"
 class TPipe:
     """The UB buffer manager of one core (Ascend C TPipe)."""
 
-    def __init__(self, core):
-        self.core = core
-        self.base = core.allocated  # Destroy gives the UB from here on back
+    def __init__(self, core=None):
+        """TPipe(): the pipe of the current core (the one a kernel runs on, or `with core:`)."""
+        self.core = current_core() if core is None else core
+        self.base = self.core.allocated  # Destroy gives the UB from here on back
         self.buffers_per_position = {}
         self.queues = []
         self.owned = []     # every TQue and TBuf given buffers

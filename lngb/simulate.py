@@ -1,0 +1,206 @@
+"""`simulate_kernel`: run a user's Ascend C-style kernel, written in Python, on emulated cores.
+
+The kernel is called once per core, that core current, with a GlobalTensor per input and output
+(`kernel(*global_tensors)`), as an Ascend C kernel gets its GM addresses; inside it,
+`GetBlockIdx()` / `GetBlockNum()` say which core it is and `TPipe()` binds the current core.
+Inputs are copied (the caller's arrays are never modified); outputs start from zeros or from the
+arrays given. With several cores each runs in its own thread and `SyncAll()` waits for all.
+
+In fast mode a one-core kernel with at most four GM tensors is recorded once per (kernel,
+shapes, dtypes) and replayed: it must issue the same instructions whatever the data (a GetValue
+feeding a Duplicate is fine; a value used in Python makes it run live). Otherwise it runs live.
+"""
+import itertools
+import threading
+
+import numpy as np
+
+from .arguments import check_int
+from .core import AICore, resolve_mode
+from .errors import InvalidArgumentError
+from .observers.cost import CostModel
+from .products import get_product
+from .runtime.cache import Exact, Uncacheable
+from .tensor import GlobalTensor
+from .vector_ops.program import GM_SLOTS, N_COLS
+
+_BLOCK = threading.local()
+_TOKENS = itertools.count(1)
+
+
+def GetBlockIdx():
+    """The index of the core running the kernel (0 outside simulate_kernel)."""
+    return getattr(_BLOCK, "idx", 0)
+
+
+def GetBlockNum():
+    """The number of cores running the kernel (1 outside simulate_kernel)."""
+    return getattr(_BLOCK, "num", 1)
+
+
+class SimulationResult:
+    """`outputs` (numpy arrays, in the order given), `cores`, `trace` (a list per core in the
+    observed and checked modes, else None), `rows` (each core's instruction stream), `cost` (the
+    slowest core's modelled time) and `costs` (per core)."""
+
+    def __init__(self, outputs, cores, rows):
+        self.outputs, self.cores, self.rows = outputs, cores, rows
+        self.trace = [core.trace for core in cores] if cores[0].mode != "fast" else None
+        self._costs = None
+
+    @property
+    def costs(self):
+        if self._costs is None:
+            model = CostModel(self.cores[0].product)
+            self._costs = [model.estimate(rows) for rows in self.rows]
+        return self._costs
+
+    @property
+    def cost(self):
+        return max(self.costs, key=lambda c: c.cycles)
+
+    def __repr__(self):
+        shapes = ", ".join(f"{a.shape} {a.dtype}" for a in self.outputs)
+        return f"SimulationResult(outputs=[{shapes}], cores={len(self.cores)})"
+
+
+class _KernelKey:
+    """A kernel function as part of a cache key: a token of its own (never reused, unlike id)."""
+
+    def __init__(self, kernel):
+        token = getattr(kernel, "_lngb_token", None)
+        if token is None:
+            token = next(_TOKENS)
+            try:
+                kernel._lngb_token = token
+            except AttributeError:   # no attributes (a builtin, a method): not cacheable
+                token = None
+        self.token = token
+
+    def cache_key(self):
+        if self.token is None:
+            raise Uncacheable("this kernel cannot carry a token")
+        return Exact(("kernel", self.token))
+
+
+def _arrays(api, inputs, outputs):
+    ins = []
+    for k, a in enumerate(inputs):
+        if not isinstance(a, np.ndarray) or a.dtype.kind not in "fiu" or a.dtype.itemsize > 4:
+            raise InvalidArgumentError(f"{api}: input {k} must be a numpy array of a type the "
+                                       f"vector unit has (float16/32, int/uint 8-32), got "
+                                       f"{type(a).__name__ if not isinstance(a, np.ndarray) else a.dtype}")
+        ins.append(np.array(a, order="C"))   # a copy: the caller's array is never written
+    outs = []
+    if not isinstance(outputs, (list, tuple)):
+        raise InvalidArgumentError(f"{api}: outputs must be a list of (shape, dtype) pairs or "
+                                   f"arrays, got {outputs!r}")
+    for k, o in enumerate(outputs):
+        if isinstance(o, np.ndarray):
+            outs.append(np.array(o, order="C"))
+            continue
+        try:
+            shape, dtype = o
+            outs.append(np.zeros(shape, dtype))
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"{api}: output {k} must be (shape, dtype) or an array, "
+                                       f"got {o!r}") from None
+    return ins, outs
+
+
+def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, mode=None,
+                    threads=None):
+    """Run `kernel(*global_tensors)` once per core (see the module docstring); returns a
+    SimulationResult whose `.outputs` are the outputs' final contents."""
+    api = "simulate_kernel"
+    if not callable(kernel):
+        raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
+    block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
+    if threads is not None:
+        check_int(api, "threads", threads, 1)
+    mode = resolve_mode(api, mode)
+    ins, outs = _arrays(api, inputs, outputs)
+    arrays = ins + outs
+    gms = [a.reshape(-1).view(np.uint8) for a in arrays]
+    tensors = [GlobalTensor.in_arena(g, 0, a.dtype, a.size) for g, a in zip(gms, arrays)]
+    cores = [AICore(product, mode) for _ in range(block_dim)]
+    if block_dim == 1:
+        rows = [_run_one(cores[0], kernel, tensors, gms)]
+    else:
+        rows = _run_cores(cores, kernel, tensors, min(threads or block_dim, block_dim))
+    for core in cores:
+        if core.sanitizer is not None:
+            core.sanitizer.finish(core.flags)
+    return SimulationResult(outs, cores, rows)
+
+
+def _body(core, kernel, tensors, idx, num):
+    def body():
+        _BLOCK.idx, _BLOCK.num = idx, num
+        try:
+            with core:
+                kernel(*tensors)
+        finally:
+            del _BLOCK.idx, _BLOCK.num
+    return body
+
+
+def _run_one(core, kernel, tensors, gms):
+    """One core: recorded and replayed in fast mode when its GM fits the slots, else live."""
+    body = _body(core, kernel, tensors, 0, 1)
+    if len(gms) <= GM_SLOTS:
+        key = ("simulate_kernel", _KernelKey(kernel),
+               tuple((t.size, t.dtype.str) for t in tensors))
+        core.run_recorded(key, body, gms)
+    else:
+        rows = []
+        hook = core.register_hook(lambda record: rows.append(record.row))
+        try:
+            body()
+        finally:
+            hook.remove()
+        return np.array(rows, dtype=np.int64).reshape(-1, N_COLS)
+    if core.last_program is not None:
+        return core.last_program.rows
+    return np.array([r.row for r in core.trace])
+
+
+def _run_cores(cores, kernel, tensors, threads):
+    """Each core in a thread of its own (at most `threads` at once): a SyncAll retires only when
+    every core has issued it."""
+    if threads < len(cores):
+        raise InvalidArgumentError(
+            f"simulate_kernel: {len(cores)} cores need {len(cores)} threads (each waits at "
+            f"SyncAll for the others), got threads={threads}")
+    barrier = threading.Barrier(len(cores))
+    rows = [[] for _ in cores]
+    errors = [None] * len(cores)
+
+    def run(c):
+        def retire(record):
+            rows[c].append(record.row)
+            if record.name == "SyncAll":
+                barrier.wait()
+        hook = cores[c].register_hook(retire)
+        try:
+            _body(cores[c], kernel, tensors, c, len(cores))()
+        except threading.BrokenBarrierError as err:
+            errors[c] = errors[c] or err
+        except BaseException as err:   # the others must not wait for this core at SyncAll
+            errors[c] = err
+            barrier.abort()
+        finally:
+            hook.remove()
+
+    workers = [threading.Thread(target=run, args=(c,)) for c in range(len(cores))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    first = next((e for e in errors if e is not None
+                  and not isinstance(e, threading.BrokenBarrierError)), None)
+    if first is not None:
+        raise first
+    if any(errors):
+        raise InvalidArgumentError("simulate_kernel: the cores did not all reach the same SyncAlls")
+    return [np.array(r, dtype=np.int64).reshape(-1, N_COLS) for r in rows]

@@ -1,0 +1,211 @@
+"""simulate_kernel (a user's kernel in Python on emulated cores), GetBlockIdx/GetBlockNum, TPipe()
+on the current core, LNGB_MODE, and the pytest plugin (--lngb-mode, --lngb-product, the
+lngb_core fixture, the lngb marker)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import lngb
+import naive
+from lngb.vector_ops import (PIPE_V, Add, DataCopy, HardEvent, PipeBarrier, SetFlag, SyncAll,
+                             WaitFlag)
+
+F32 = np.dtype(np.float32)
+
+
+def add_kernel(x, y, z):
+    """z = x + y, each core its share of the elements, through TPipe/TQue as in Ascend C."""
+    n = x.size // lngb.GetBlockNum()
+    start = lngb.GetBlockIdx() * n
+    pipe = lngb.TPipe()
+    qx, qy, qz = lngb.TQue("VECIN"), lngb.TQue("VECIN"), lngb.TQue("VECOUT")
+    for q in (qx, qy, qz):
+        pipe.InitBuffer(q, 1, n * 4)
+    a, b = qx.AllocTensor(F32), qy.AllocTensor(F32)
+    DataCopy(a, x[start], n)
+    DataCopy(b, y[start], n)
+    qx.EnQue(a)
+    qy.EnQue(b)
+    a, b, c = qx.DeQue(F32), qy.DeQue(F32), qz.AllocTensor(F32)
+    Add(c, a, b, n)
+    qz.EnQue(c)
+    c = qz.DeQue(F32)
+    DataCopy(z[start], c, n)
+    qz.FreeTensor(c)
+    pipe.Destroy()   # the TPipe destructor: waits for the frees nothing has waited for
+
+
+@pytest.mark.parametrize("block_dim", [1, 4])
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+def test_a_user_kernel_on_one_or_several_cores(block_dim, mode):
+    x = np.arange(256, dtype=F32)
+    y = np.full(256, 0.5, F32)
+    before = x.copy()
+    result = lngb.simulate_kernel(add_kernel, x, y, outputs=[((256,), F32)],
+                                  block_dim=block_dim, mode=mode)
+    assert np.array_equal(result.outputs[0], x + y)
+    assert np.array_equal(x, before)
+    assert len(result.cores) == block_dim and result.cost.cycles > 0
+    assert (result.trace is None) == (mode == "fast")
+
+
+def test_fast_mode_records_once_and_replays_new_data():
+    x = np.arange(64, dtype=F32)
+    first = lngb.simulate_kernel(add_kernel, x, x, outputs=[((64,), F32)])
+    second = lngb.simulate_kernel(add_kernel, x * 3, x, outputs=[((64,), F32)])
+    assert np.array_equal(second.outputs[0], 4 * x)
+    assert second.cores[0].last_program is not None            # replayed
+    assert np.array_equal(first.rows[0], second.rows[0])
+
+
+def test_sync_all_waits_for_every_core():
+    """Core k writes its block, SyncAll, then reads its neighbour's: only right if every core
+    wrote before any read."""
+    def kernel(x, out):
+        k, n = lngb.GetBlockIdx(), lngb.GetBlockNum()
+        core = lngb.current_core()
+        buf = core.alloc(8, F32)
+        DataCopy(buf, x[8 * k], 8)
+        SetFlag(HardEvent.MTE2_MTE3, 0)
+        WaitFlag(HardEvent.MTE2_MTE3, 0)
+        DataCopy(out[8 * k], buf, 8)
+        SyncAll()
+        DataCopy(buf, out[8 * ((k + 1) % n)], 8)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        Add(buf, buf, buf, 8)
+        PipeBarrier(PIPE_V)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+        DataCopy(out[8 * (n + k)], buf, 8)
+
+    x = np.arange(32, dtype=F32)
+    result = lngb.simulate_kernel(kernel, x, outputs=[((64,), F32)], block_dim=4)
+    out = result.outputs[0]
+    assert np.array_equal(out[:32], x)
+    assert np.array_equal(out[32:], 2 * np.roll(x, -8))
+
+
+def test_an_error_on_one_core_reaches_the_caller_and_the_others_stop():
+    def kernel(x):
+        if lngb.GetBlockIdx() == 1:
+            raise ValueError("core 1 fails")
+        SyncAll()
+
+    with pytest.raises(ValueError, match="core 1 fails"):
+        lngb.simulate_kernel(kernel, np.zeros(8, F32), outputs=[], block_dim=3)
+
+
+def test_the_sample_kernel_of_layer_norm_grad_beta_as_a_user_kernel():
+    """LayerNormGradBeta in a user kernel gives emulate's bits."""
+    def kernel(dy, rfg, gamma, beta):
+        core = lngb.current_core()
+        b, s, h = 2, 8, 64
+        local = [core.alloc(b * s * h, F32) for _ in range(2)] + [core.alloc(h, F32)
+                                                                  for _ in range(2)]
+        tmp = core.alloc(4096, np.uint8)
+        DataCopy(local[0], dy, b * s * h)
+        DataCopy(local[1], rfg, b * s * h)
+        SetFlag(HardEvent.MTE2_V, 0)
+        WaitFlag(HardEvent.MTE2_V, 0)
+        tiling = lngb.GetLayerNormGradBetaNDTilingInfo((b, s, h), 4096, 4, False)
+        lngb.LayerNormGradBeta(local[2], local[3], local[1], local[0], tmp, tiling)
+        SetFlag(HardEvent.V_MTE3, 0)
+        WaitFlag(HardEvent.V_MTE3, 0)
+        DataCopy(gamma, local[2], h)
+        DataCopy(beta, local[3], h)
+
+    rng = np.random.default_rng(0)
+    dy, rfg = (rng.standard_normal((2, 8, 64)).astype(F32) for _ in range(2))
+    for mode in ("fast", "checked"):
+        result = lngb.simulate_kernel(kernel, dy, rfg, outputs=[((64,), F32)] * 2, mode=mode)
+        want = naive.layer_norm_grad_beta(dy, rfg)
+        assert np.array_equal(result.outputs[0], want[0])
+        assert np.array_equal(result.outputs[1], want[1])
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(kernel=None), "kernel must be callable"),
+    (dict(outputs="x"), "outputs must be a list"),
+    (dict(outputs=[(1, 2, 3)]), r"output 0 must be \(shape, dtype\)"),
+    (dict(block_dim=0), "block_dim"),
+    (dict(block_dim=2, threads=1), "threads"),
+    (dict(mode="fast!"), "mode must be one of"),
+])
+def test_bad_arguments(bad, match):
+    kw = dict(kernel=add_kernel, outputs=[((64,), F32)])
+    kw.update(bad)
+    kernel = kw.pop("kernel")
+    with pytest.raises(lngb.LngbError, match=match):
+        lngb.simulate_kernel(kernel, np.zeros(64, F32), np.zeros(64, F32), **kw)
+
+
+def test_block_idx_outside_a_simulation():
+    assert (lngb.GetBlockIdx(), lngb.GetBlockNum()) == (0, 1)
+
+
+# --- LNGB_MODE ---------------------------------------------------------------------------------
+
+def test_lngb_mode_sets_the_default_and_an_explicit_mode_wins(monkeypatch):
+    x = np.arange(64, dtype=F32).reshape(1, 8, 8)
+    monkeypatch.setenv("LNGB_MODE", "checked")
+    assert lngb.AICore().mode == "checked"
+    assert lngb.emulate(x, x).core.mode == "checked"
+    assert lngb.emulate(x, x, mode="fast").core.mode == "fast"
+    assert lngb.emulate_operator(x, x).core.mode == "checked"
+    monkeypatch.setenv("LNGB_MODE", "turbo")
+    with pytest.raises(lngb.InvalidArgumentError, match="LNGB_MODE must be one of"):
+        lngb.emulate(x, x)
+
+
+# --- the pytest plugin -------------------------------------------------------------------------
+
+INNER = textwrap.dedent('''
+    import numpy as np
+    import pytest
+    import lngb
+    from lngb.vector_ops import Add
+
+    def test_defaults(lngb_core):
+        x = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+        print("MODE", lngb_core.mode, lngb_core.product.name, lngb.emulate(x, x).core.mode)
+
+    @pytest.mark.lngb(product="atlas-350", mode="observed")
+    def test_marker(lngb_core):
+        x = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
+        print("MARKER", lngb_core.mode, lngb_core.product.name, lngb.emulate(x, x).core.mode)
+
+    def test_fails_in_checked_mode(lngb_core):
+        a, b = lngb_core.alloc(64, np.float32), lngb_core.alloc(64, np.float32)
+        a.write(np.ones(64, np.float32))
+        Add(a, a, a, 64)
+        Add(b, b, a, 64)       # b was never written
+''')
+
+
+def run_inner(tmp_path, *options):
+    (tmp_path / "test_inner.py").write_text(INNER)
+    env = dict(os.environ)
+    env.pop("LNGB_MODE", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider",
+                           "-W", "ignore::DeprecationWarning", str(tmp_path / "test_inner.py"),
+                           *options], capture_output=True, text=True, cwd=tmp_path, env=env)
+
+
+def test_plugin_options_marker_and_fixture(tmp_path):
+    run = run_inner(tmp_path, "--lngb-mode=checked", "--lngb-product=atlas-inference")
+    out = run.stdout
+    assert "MODE checked atlas-inference checked" in out
+    assert "MARKER observed atlas-350 observed" in out
+    assert "1 failed, 2 passed" in out
+    assert "UninitializedReadError" in out
+    assert "lngb: the last instructions of AICore('atlas-inference', mode='checked'" in out
+
+
+def test_plugin_defaults_to_fast_without_options(tmp_path):
+    run = run_inner(tmp_path, "-k", "defaults")
+    assert "MODE fast atlas-a2 fast" in run.stdout, run.stdout + run.stderr
