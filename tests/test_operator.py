@@ -329,6 +329,29 @@ def test_a_kernel_rejected_midway_changes_nothing():
     assert core.mask_mode == MaskMode.NORMAL and core.mask_low == 2**64 - 1
 
 
+def test_observed_mode_rejects_operands_that_overlap_in_part_before_any_instruction():
+    """Observed mode runs the kernel live: tensors that share bytes, or temp positions that are
+    not the host tiling's, are validated in a dry run first, so the partial overlap an
+    instruction would reject half-way is found before the first one executes."""
+    shape = (1, 4, 16)
+    core = lngb.AICore(mode="observed")
+    dy, rfg = core.alloc(shape, np.float32), core.alloc(shape, np.float32)
+    g, tmp = core.alloc(16, np.float32), core.alloc(512, np.uint8)
+    tiling = lngb.GetLayerNormGradBetaNDTilingInfo(shape, 512, 4, False)
+    with pytest.warns(LngbWarning, match="shares bytes"):
+        rejected(InvalidArgumentError, lambda: lngb.LayerNormGradBeta(g, dy[8], rfg, dy, tmp, tiling),
+                 core)
+    core = lngb.AICore(mode="observed")
+    dy, rfg = core.alloc(shape, np.float16), core.alloc(shape, np.float16)
+    g, b, tmp = core.alloc(16, np.float16), core.alloc(16, np.float16), core.alloc(512, np.uint8)
+    tiling = lngb.GetLayerNormGradBetaNDTilingInfo(shape, 512, 2, False)
+    shifted = lngb.LayerNormGradBetaTiling(**{**tiling.__dict__, "inputDyTmpTensorPos": 8})
+    with pytest.warns(LngbWarning, match=r"inputDyTmpTensorPos=8"):
+        rejected(InvalidArgumentError, lambda: lngb.LayerNormGradBeta(g, b, rfg, dy, tmp, shifted),
+                 core)
+    assert core.trace == [] and core.seq == 0 and core.mask_mode == MaskMode.NORMAL
+
+
 def test_tiling_fields_the_host_would_not_compute():
     core, g, b, rfg, dy, tmp, tiling = setup((1, 10, 8), tmp_bytes=96)
     bad_tail = lngb.LayerNormGradBetaTiling(**{**tiling.__dict__, "inputTailPos": 76})

@@ -16,6 +16,7 @@ from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParam
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
                           SetMaskCount, SetMaskNorm, SetVectorMask, UnaryRepeatParams)
 from ..vector_ops.checks import UINT32_MAX
+from ..runtime.recording import runs_live
 from ..vector_ops.events import issue_event
 from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
 
@@ -73,14 +74,19 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
 
     key = (API, tuple(t for _, t in tensors), tiling, is_reuse_source, reuse_buffer)
     with core:
-        # Tensors that share bytes may make an instruction reject its operands (a partial
-        # overlap) half-way through a live run: only a dry run of the kernel can tell.
-        core.run_recorded(key, kernel, dry_run_first=_share_bytes(t for _, t in tensors))
+        core.run_recorded(key, kernel, dry_run_first=runs_live(core) and _unusual(core, tensors,
+                                                                                  tiling))
 
 
-def _share_bytes(tensors):
-    spans = sorted((t.address, t.address + t.nbytes) for t in tensors)
-    return any(start < end for (_, end), (start, _) in zip(spans, spans[1:]))
+def _unusual(core, tensors, tiling):
+    """Tensors that share bytes, or (A2/A3/310P) temp positions not the host tiling's, may make
+    an instruction reject its operands (a partial overlap) half-way through a live run: only a
+    dry run of the kernel can tell. (The 950's kernel writes the UB only from registers.)"""
+    spans = sorted((t.address, t.address + t.nbytes) for _, t in tensors)
+    if any(start < end for (_, end), (start, _) in zip(spans, spans[1:])):
+        return True
+    return (core.product.kernel_path == "common"
+            and _not_cann_tiling(tiling, tensors[3][1].dtype) is not None)
 
 
 # --- checks (spec §4: the CPU-debug checks, plus everything an instruction would reject later) ---
@@ -188,22 +194,27 @@ def _check_aliasing(core, tensors, tiling):
 def _warn_if_not_cann_tiling(core, tiling, dtype):
     """The kernel uses the fields as given, as on the device; say so when they are not what the
     host tiling computes for this shape, type and buffer."""
+    t, reason = tiling, _not_cann_tiling(tiling, dtype)
+    if reason:
+        core.warn(f"{API}: the tiling is not what GetLayerNormGradBetaNDTilingInfo computes for "
+                  f"{[t.bLength, t.sLength, t.hLength, t.originalHLength]}, typeSize "
+                  f"{dtype.itemsize}, {4 * t.stackBufferSize} bytes: {reason}. The kernel uses it "
+                  "as given.")
+
+
+def _not_cann_tiling(tiling, dtype):
+    """How the tiling differs from what the host computes for its shape and buffer (None: it
+    does not)."""
     t = tiling
     shape = (t.bLength, t.sLength, t.hLength, t.originalHLength)
     try:
         expected = GetLayerNormGradBetaNDTilingInfo(shape, 4 * t.stackBufferSize, dtype.itemsize,
                                                     False)
     except LngbError as err:
-        expected, reason = None, str(err)
-    if expected is not None:
-        wrong = [f"{f}={getattr(t, f)} (expected {getattr(expected, f)})"
-                 for f in t.__dataclass_fields__ if getattr(t, f) != getattr(expected, f)]
-        if not wrong:
-            return
-        reason = ", ".join(wrong)
-    core.warn(f"{API}: the tiling is not what GetLayerNormGradBetaNDTilingInfo computes for "
-              f"{list(shape)}, typeSize {dtype.itemsize}, {4 * t.stackBufferSize} bytes: "
-              f"{reason}. The kernel uses it as given.")
+        return str(err)
+    wrong = [f"{f}={getattr(t, f)} (expected {getattr(expected, f)})"
+             for f in t.__dataclass_fields__ if getattr(t, f) != getattr(expected, f)]
+    return ", ".join(wrong) or None
 
 
 def _check_extents(tiling, out_g, out_b, rfg, dy, tmp, dtype):

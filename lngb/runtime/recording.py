@@ -155,10 +155,16 @@ def program_key(core, key):
                      core.reserved_bytes, core.state())
 
 
+def runs_live(core):
+    """Whether kernels run live on `core` now: in observed mode, and while an observer needs
+    every instruction."""
+    return core.mode == "observed" or not core.replays
+
+
 def run_program(core, full_key, body, gms=(), dry_run_first=False):
     """run_recorded with the program's key known (None: no value-exact key, run live)."""
     gms = pad_gms(gms)
-    if full_key is None or core.mode == "observed" or not core.replays:
+    if full_key is None or runs_live(core):
         if dry_run_first:
             try:
                 record(core, body, gms)
