@@ -71,6 +71,7 @@ def test_overflow_of_the_950_operator_does_not_depend_on_block_dim():
         assert np.array_equal(got.pd_gamma, want), block_dim
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_ub_to_ub_copy_onto_part_of_its_source_is_refused():
     core = lngb.AICore()
     a = core.alloc(128, F32)
@@ -114,6 +115,7 @@ def test_count_form_operands_that_are_not_local_tensors():
         InvalidArgumentError, lambda: Add(np.ones(64, F32), a, b, 64), core)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_scalars_that_are_not_numbers_or_too_large():
     core = lngb.AICore()
     a, c = core.alloc(64, F32), core.alloc(64, F32)
@@ -183,6 +185,7 @@ def test_the_debuggers_refuse_bad_arguments_in_words():
 
 # --- memory ------------------------------------------------------------------------------------
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_read_only_inputs_are_read_in_place():
     x = np.random.default_rng(0).standard_normal((1, 256, 4096)).astype(F32)
     x.flags.writeable = False

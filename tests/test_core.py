@@ -92,6 +92,7 @@ def test_bad_enum_and_scalar_arguments_are_invalid_argument_errors():
         assert core.mask_mode == MaskMode.NORMAL
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_repeated_count_form_calls_reuse_their_validation():
     from lngb.vector_ops import Add, Cast, Duplicate, MaskMode, RoundMode
     lngb.clear_caches()

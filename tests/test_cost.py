@@ -44,6 +44,7 @@ def test_per_instruction_cycles_match_hand_computed_values(call, expected):
     assert one_instruction_cycles(call) == expected
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_small_timeline_by_hand():
     """Each count-form Add first makes 4 mask-register writes on the scalar unit (1 cycle each),
     then dispatches (1 cycle); 128 floats take 2 cycles on V. The barrier makes the second Add

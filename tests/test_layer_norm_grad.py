@@ -462,6 +462,7 @@ def test_emulate_layer_norm_grad_refuses_what_does_not_fit_one_core():
         lngb.emulate_layer_norm_grad(*data)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_emulate_layer_norm_grad_with_the_hosts_minimum_warns_of_the_overrun():
     data = inputs((1, 2, 16), F32)
     with pytest.warns(lngb.LngbWarning, match="touches 2688 bytes"):

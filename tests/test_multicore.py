@@ -264,6 +264,7 @@ def events(trace):
             if r.name in ("SetFlag", "WaitFlag")]
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_observed_traces_per_core():
     shape, block_dim = (1, 29, 384), 4
     dy, rfg = inputs(shape, np.float32, seed_of("trace"))
@@ -682,6 +683,7 @@ def test_rows_too_long_for_datacopy_strides_are_a_capacity_error():
     assert lngb.operator_tiling((1, 2, 500000), np.float32, "atlas-a2").acc_cols < 500000
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("h", [4096, 1008])
 def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, h):

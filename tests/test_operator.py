@@ -111,6 +111,7 @@ def test_replay_uses_new_data():
         assert_matches_oracle(lngb.emulate(dy, rfg), dy, rfg, "atlas-a2")
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
 def test_observed_mode_gives_the_fast_path_bits(dtype, product):
@@ -311,6 +312,7 @@ def test_emulate_on_the_largest_shape_that_fits():
             lngb.emulate(*inputs((1, rows + 1, h), np.float32, seed=12), product=product)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_kernel_rejected_midway_changes_nothing():
     """outputPdBeta overlapping inputDy passes the API checks; the instruction that would
     overlap partially is found in the dry run, before any instruction executes."""
@@ -364,6 +366,7 @@ def test_tiling_fields_the_host_would_not_compute():
         lngb.LayerNormGradBeta(g, b, rfg, dy, tmp, float_tiling)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_replay_checks_the_gm_sizes():
     core = lngb.AICore()
     t = core.alloc(64, np.float32)

@@ -214,6 +214,7 @@ def _broadcast_first_element(core, src, dst, *, in_python=False, as_half=None):
     core.run_recorded(("broadcast first", in_python, as_half is not None), body)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_kernel_that_broadcasts_a_getvalue_is_recorded_and_replays_new_data():
     """GetValue fills a scalar register; the Duplicate's row reads the register when it runs, so
     the program replays with whatever the UB holds then."""
@@ -227,6 +228,7 @@ def test_a_kernel_that_broadcasts_a_getvalue_is_recorded_and_replays_new_data():
     assert [r.name for r in core.last_program.records][-2:] == ["GetValue", "Duplicate"]
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_getvalue_used_in_python_or_in_another_type_runs_live():
     core = lngb.AICore()
     src, dst = core.alloc(64, np.float32), core.alloc(64, np.float32)
@@ -312,6 +314,7 @@ def test_signed_zeros_are_different_calls(mode):
     assert (t.read().view(np.uint32) == 0x80000000).all()
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_call_rejected_on_a_fresh_core_stays_rejected_after_a_valid_twin():
     core = lngb.AICore()
     a, b, c = (core.alloc(64, F32) for _ in range(3))
@@ -504,6 +507,7 @@ def test_a_core_in_use_by_another_thread_refuses_instead_of_mixing_state():
     Add(b, a, b, 64)   # free again
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_two_threads_with_different_masks_on_one_core_never_mix_them():
     core = lngb.AICore()
     src = core.alloc(64, F32)
