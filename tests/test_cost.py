@@ -208,3 +208,27 @@ def test_sweep_command(tmp_path, capsys):
     assert "temp-buffer sizes" in out and (tmp_path / "s.csv").exists()
     assert main(["sweep", "--shape", "1,8,64", "--step", "0", "--quiet"]) == 2
     assert "step (0)" in capsys.readouterr().err
+
+
+def test_a_schedule_of_programs_costs_what_its_rows_cost():
+    """CostModel.schedule_cycles reads each recorded program once and the schedule as a
+    sequence of them: the same cycles as estimate() of the concatenated rows."""
+    from lngb.observers.cost import CostModel
+    from lngb.runtime import schedule
+    dy = np.ones((2, 40, 256), np.float16)
+    result = lngb.emulate_operator(dy, dy, block_dim=3, threads=1)
+    plan, model = result.plan, CostModel("atlas-a2", gm_bytes_per_cycle=20)
+    assert isinstance(plan, schedule.Plan)
+    for phase in range(2):
+        sequence = plan.schedules[0][phase][:, 0]
+        rows = np.concatenate([plan.programs[p] for p in sequence])
+        assert model.schedule_cycles(plan.programs, sequence) == model.estimate(rows).cycles
+
+
+def test_the_gm_port_forgets_bookings_no_later_transfer_can_reach():
+    from lngb.observers.cost import _SharedPort
+    port = _SharedPort()
+    assert port.book(0, 10) == 0 and port.book(5, 10) == 10 and port.book(40, 5) == 40
+    assert port.book(20, 5, floor=20) == 20        # fits the gap [20, 40)
+    assert port.busy == [(20, 25), (40, 45)]       # (0, 10) and (10, 20) ended by the floor
+    assert port.book(21, 16) == 45                 # [25, 40) is too short

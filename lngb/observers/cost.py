@@ -6,7 +6,9 @@ stream (a recorded program or a trace): the scalar unit dispatches in order, eac
 instructions in order, and pipes overlap except where PipeBarrier and SetFlag/WaitFlag serialise
 them.
 """
+import bisect
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +163,7 @@ class CostModel:
                        for name, c in CONSTANTS.items()}
         self.values["rates"] = table_rates()
         self.values.update(overrides)
+        self._described = {}
 
     def instruction_cycles(self, row):
         """Cycles an instruction occupies its pipe (events: 0)."""
@@ -178,71 +181,131 @@ class CostModel:
             return float(v["copy_setup_cycles"] + nbytes / v["gm_bytes_per_cycle"])
         return 0.0
 
+    def describe(self, row):
+        """What the timeline needs of a row (a tuple), computed once per distinct row:
+        (rule, name, a, b, c); see _Timeline.feed."""
+        info = self._described.get(row)
+        if info is None:
+            info = self._described[row] = self._describe(row)
+        return info
+
+    def _describe(self, row):
+        entry = TABLE.by_opcode[row[OP]]
+        rule, name, v = entry.cost_rule, entry.name, self.values
+        if rule in ("none", "mask", "scalar"):
+            cycles = {"none": 0, "mask": v["mask_setup_cycles"]}.get(rule, v["scalar_access_cycles"])
+            return ("none" if rule == "none" else "scalar", name, cycles, None, None)
+        setup = v["mask_setup_cycles"] * row[MASK_SETS] if entry.is_instruction else 0
+        if rule in ("barrier", "sync_all"):  # SyncAll: this core's side, a PIPE_ALL barrier
+            every = rule == "sync_all" or row[DST] == Pipe.PIPE_ALL
+            return "barrier", name, setup, WORK_PIPES if every else (Pipe(row[DST]),), every
+        if rule == "set_flag":
+            return rule, name, setup, Pipe(row[DST]), (row[DST], row[SRC0], row[SRC1])
+        if rule == "wait_flag":
+            return rule, name, setup, Pipe(row[SRC0]), (row[DST], row[SRC0], row[SRC1])
+        cycles = self.instruction_cycles(row)
+        gm = rule == "copy" and row[COPY_DIR] != UB_TO_UB and cycles > 0
+        latency = v["reduce_latency_cycles"] if entry.family.kind == REDUCE else 0.0
+        return "work", name, setup, Pipe(row[PIPE_COL]), (cycles, gm, latency)
+
+    def schedule_cycles(self, programs, sequence):
+        """`estimate(the rows of programs[p] for p in sequence).cycles`, each program's rows
+        read once (a schedule of recorded steps repeats a few programs many times)."""
+        timeline, described = _Timeline(self), {}
+        for p in sequence:
+            if p not in described:
+                described[p] = [self.describe(tuple(row)) for row in programs[p].tolist()]
+            timeline.feed_described(described[p])
+        return timeline.total()
+
     def estimate(self, rows):
         """The per-pipe timeline of an instruction stream (rows in issue order)."""
-        v = self.values
-        t_s = 0.0
-        free = {p: 0.0 for p in WORK_PIPES}       # the pipe is occupied until
-        done = {p: 0.0 for p in WORK_PIPES}       # every issued instruction has completed at
-        ready = {p: 0.0 for p in WORK_PIPES}      # barriers and waits: no start before
-        flags = {}
-        gm = _SharedPort()
-        timeline, instructions = [], 0
-        for index, row in enumerate(np.asarray(rows).tolist()):  # Python ints: fast to index
-            entry = TABLE.by_opcode[row[OP]]
-            rule, name = entry.cost_rule, entry.name
-            if rule == "none":
-                continue  # a declaration for the sanitizer, not a device instruction
-            if rule in ("mask", "scalar"):
-                cycles = v["mask_setup_cycles"] if rule == "mask" else v["scalar_access_cycles"]
-                timeline.append(Span(index, name, "PIPE_S", t_s, t_s + cycles))
-                t_s += cycles
-                continue
-            if entry.is_instruction:  # the call's own mask setup runs on the scalar unit first
-                t_s += v["mask_setup_cycles"] * row[MASK_SETS]
-            dispatch, t_s = t_s, t_s + v["issue_cycles"]
-            if rule in ("barrier", "sync_all"):  # SyncAll: this core's side, a PIPE_ALL barrier
-                every = rule == "sync_all" or row[DST] == Pipe.PIPE_ALL
-                pipes = WORK_PIPES if every else (Pipe(row[DST]),)
-                after = max(done[p] for p in pipes) + v["barrier_drain_cycles"]
-                for p in pipes:
-                    ready[p] = max(ready[p], after)
-                if every:  # the scalar unit waits too
-                    t_s = max(t_s, after)
-                timeline.append(Span(index, name, "PIPE_S", dispatch, dispatch + v["issue_cycles"]))
-            elif rule == "set_flag":
-                src = Pipe(row[DST])
-                when = t_s if src == Pipe.PIPE_S else max(done[src], ready[src], dispatch)
-                flags.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(when)
-                timeline.append(Span(index, name, src.name, when, when))
-            elif rule == "wait_flag":
-                dst = Pipe(row[SRC0])
-                pending = flags.get((row[DST], row[SRC0], row[SRC1]))
-                when = pending.pop(0) if pending else dispatch
-                if dst == Pipe.PIPE_S:
-                    t_s = max(t_s, when)
-                else:
-                    ready[dst] = max(ready[dst], when)
-                timeline.append(Span(index, name, dst.name, when, when))
-            else:
-                instructions += 1
-                pipe = Pipe(row[PIPE_COL])
-                start = max(dispatch, free[pipe], ready[pipe])
-                cycles = self.instruction_cycles(row)
-                if rule == "copy" and row[COPY_DIR] != UB_TO_UB and cycles:
-                    # MTE2 and MTE3 share the core's GM bandwidth: after its setup, a transfer
-                    # takes the first time the port is free for its whole duration.
-                    setup = v["copy_setup_cycles"]
-                    start = gm.book(start + setup, cycles - setup) - setup
-                end = start + cycles
-                free[pipe] = end
-                latency = v["reduce_latency_cycles"] if entry.family.kind == REDUCE else 0.0
-                done[pipe] = max(done[pipe], end + latency)
-                timeline.append(Span(index, name, pipe.name, start, end))
-        total = max([t_s, *done.values()])
-        busy = {p.name: sum(s.end - s.start for s in timeline if s.pipe == p.name)
+        timeline = _Timeline(self, spans=True)
+        timeline.feed(rows)
+        total, v = timeline.total(), self.values
+        busy = {p.name: sum(s.end - s.start for s in timeline.spans if s.pipe == p.name)
                 for p in WORK_PIPES}
-        return Cost(total, total / v["clock_mhz"], timeline, busy, instructions, v["clock_mhz"])
+        return Cost(total, total / v["clock_mhz"], timeline.spans, busy, timeline.instructions,
+                    v["clock_mhz"])
+
+
+class _Timeline:
+    """The model's state while it reads a stream: when the scalar unit dispatches next (t_s),
+    and per work pipe when it is free, when all it issued has completed and what barriers and
+    waits hold it to; pending SetFlags; the GM port's bookings."""
+
+    def __init__(self, model, spans=False):
+        self.v = model.values
+        self.model = model
+        self.t_s = 0.0
+        self.free = {p: 0.0 for p in WORK_PIPES}       # the pipe is occupied until
+        self.done = {p: 0.0 for p in WORK_PIPES}       # every issued instruction has completed at
+        self.ready = {p: 0.0 for p in WORK_PIPES}      # barriers and waits: no start before
+        self.flags = {}
+        self.gm = _SharedPort()
+        self.spans = [] if spans else None
+        self.instructions = 0
+        self.index = 0   # rows read so far
+
+    def total(self):
+        return max([self.t_s, *self.done.values()])
+
+    def span(self, name, pipe, start, end):
+        if self.spans is not None:
+            self.spans.append(Span(self.index, name, pipe, start, end))
+
+    def feed(self, rows):
+        describe = self.model.describe
+        self.feed_described([describe(tuple(row)) for row in np.asarray(rows).tolist()])
+
+    def feed_described(self, described):
+        """Rows as CostModel.describe gives them."""
+        v, free, done, ready, flags = self.v, self.free, self.done, self.ready, self.flags
+        t_s = self.t_s
+        for rule, name, a, b, c in described:
+            if rule == "none":
+                pass  # a declaration for the sanitizer, not a device instruction
+            elif rule == "scalar":  # mask setup or a scalar access: a cycles
+                self.span(name, "PIPE_S", t_s, t_s + a)
+                t_s += a
+            else:
+                t_s += a   # an instruction's own mask setup runs on the scalar unit first
+                dispatch, t_s = t_s, t_s + v["issue_cycles"]
+                if rule == "barrier":  # b: the pipes it waits for, c: the scalar unit too
+                    after = max(done[p] for p in b) + v["barrier_drain_cycles"]
+                    for p in b:
+                        ready[p] = max(ready[p], after)
+                    if c:
+                        t_s = max(t_s, after)
+                    self.span(name, "PIPE_S", dispatch, dispatch + v["issue_cycles"])
+                elif rule == "set_flag":  # b: the source pipe, c: the flag
+                    when = t_s if b == Pipe.PIPE_S else max(done[b], ready[b], dispatch)
+                    flags.setdefault(c, []).append(when)
+                    self.span(name, b.name, when, when)
+                elif rule == "wait_flag":  # b: the waiting pipe, c: the flag
+                    pending = flags.get(c)
+                    when = pending.pop(0) if pending else dispatch
+                    if b == Pipe.PIPE_S:
+                        t_s = max(t_s, when)
+                    else:
+                        ready[b] = max(ready[b], when)
+                    self.span(name, b.name, when, when)
+                else:  # b: the pipe, c: (cycles, over the GM port, completion latency)
+                    self.instructions += 1
+                    cycles, gm, latency = c
+                    start = max(dispatch, free[b], ready[b])
+                    if gm:
+                        # MTE2 and MTE3 share the core's GM bandwidth: after its setup, a
+                        # transfer takes the first time the port is free for its whole duration
+                        # (no later transfer can start before this dispatch).
+                        setup = v["copy_setup_cycles"]
+                        start = self.gm.book(start + setup, cycles - setup, dispatch) - setup
+                    end = start + cycles
+                    free[b] = end
+                    done[b] = max(done[b], end + latency)
+                    self.span(name, b.name, start, end)
+            self.index += 1
+        self.t_s = t_s
 
 
 class _SharedPort:
@@ -251,16 +314,26 @@ class _SharedPort:
     def __init__(self):
         self.busy = []  # sorted, disjoint (start, end)
 
-    def book(self, earliest, duration):
-        """Reserve `duration` at the first free time >= earliest; returns its start."""
+    def book(self, earliest, duration, floor=0.0):
+        """Reserve `duration` at the first free time >= earliest; returns its start. No later
+        call asks for a time before `floor`: bookings that end by then are forgotten."""
+        busy = self.busy
+        if busy and busy[0][1] <= floor:
+            del busy[:self._first_ending_after(floor)]
         start = earliest
-        for a, b in self.busy:
+        at = self._first_ending_after(start)  # the bookings before it change nothing
+        for a, b in busy[at:]:
             if start + duration <= a:
                 break
             start = max(start, b)
-        self.busy.append((start, start + duration))
-        self.busy.sort()
+            at += 1
+        busy.insert(at, (start, start + duration))
         return start
+
+    def _first_ending_after(self, t):
+        """The index of the first booking that ends after t (they are sorted and disjoint)."""
+        i = bisect.bisect_right(self.busy, (t, math.inf))
+        return i - 1 if i and self.busy[i - 1][1] > t else i
 
 
 def constants_table():
@@ -308,23 +381,29 @@ class OperatorCost:
         return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
-def operator_cost(product, core_rows, **overrides):
-    """Each core's streams through CostModel, with the GM bandwidth shared: a core's MTE2/MTE3
-    get min(its own rate, the chip's GM rate / the cores active in the phase)."""
-    product = get_product(product)
-    overrides = check_overrides("estimate_cost", overrides)
+def phase_models(product, active, **overrides):
+    """(SyncAll cycles, the CostModel of each phase of an operator, the GM bytes per cycle each
+    core's MTE2/MTE3 get in it): min(the core's own rate, the chip's GM rate / the `active[phase]`
+    cores that stream in the phase). `overrides` as checked by check_overrides."""
+    overrides = dict(overrides)
     sync = overrides.pop("sync_all_cycles", CONSTANTS["sync_all_cycles"].value)
     total_rate = overrides.pop("gm_total_bytes_per_cycle",
                                CONSTANTS["gm_total_bytes_per_cycle"].value[product.name])
     own_rate = overrides.pop("gm_bytes_per_cycle",
                              CONSTANTS["gm_bytes_per_cycle"].value[product.name])
+    rates = [min(own_rate, total_rate / max(n, 1)) for n in active]
+    return sync, [CostModel(product, gm_bytes_per_cycle=r, **overrides) for r in rates], rates
+
+
+def operator_cost(product, core_rows, **overrides):
+    """Each core's streams through CostModel, with the GM bandwidth shared (phase_models)."""
+    product = get_product(product)
+    overrides = check_overrides("estimate_cost", overrides)
+    active = [sum(1 for rows in core_rows if len(rows[phase])) for phase in range(2)]
+    sync, models, rates = phase_models(product, active, **overrides)
     per_core = [[None, None] for _ in core_rows]
-    phase_cycles, rates = [], []
-    for phase in range(2):
-        active = [c for c, rows in enumerate(core_rows) if len(rows[phase])] or [0]
-        rate = min(own_rate, total_rate / len(active))
-        rates.append(rate)
-        model = CostModel(product, gm_bytes_per_cycle=rate, **overrides)
+    phase_cycles = []
+    for phase, model in enumerate(models):
         seen = {}
         for c, rows in enumerate(core_rows):
             key = rows[phase].tobytes()
@@ -332,7 +411,7 @@ def operator_cost(product, core_rows, **overrides):
                 seen[key] = model.estimate(rows[phase])
             per_core[c][phase] = seen[key]
         phase_cycles.append(max(per_core[c][phase].cycles for c in range(len(core_rows))))
-        clock = model.values["clock_mhz"]
+    clock = models[0].values["clock_mhz"]
     cycles = phase_cycles[0] + sync + phase_cycles[1]
     return OperatorCost(cycles, cycles / clock, (phase_cycles[0], sync, phase_cycles[1]),
                         [tuple(p) for p in per_core], clock, tuple(rates))
