@@ -1,21 +1,25 @@
-"""Step through the sample kernel one instruction or event at a time.
+"""Step through a kernel one instruction, one source line or one API call at a time, like pdb.
 
-The kernel is recorded once (a dry run that validates everything and executes nothing); the
-debugger then executes the recorded rows one by one on the core, so the UB, the mask register
-and the trace can be inspected between any two instructions. `lngb debug` wraps it in a small
-command loop (step, until, break, watch, run, ub, mask, trace, next, tensors, quit) that can read
-its commands from a file.
+The kernel is recorded once (a dry run that validates everything and executes nothing), with
+the kernel source's call stack at each record; the debugger then executes the recorded rows one
+by one on the core, so the UB, the mask register and the trace can be inspected between any two
+instructions. `lngb debug` wraps it in a pdb-like command loop (DebugShell) that can read its
+commands from a file.
 """
 import cmd
 import difflib
-import shlex
+import inspect
+import linecache
+import re
+import sys
+from typing import NamedTuple
 
 import numpy as np
 
 from ..arguments import is_int
 from ..errors import InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
-from ..record import clear_footprint, footprint_flags
+from ..record import call_site, clear_footprint, footprint_flags
 from ..tensor import LocalTensor
 from ..vector_ops.types import MaskMode
 from .trace import format_record
@@ -23,11 +27,85 @@ from .trace import format_record
 DTYPES = {"f32": np.float32, "f16": np.float16, "u8": np.uint8, "i32": np.int32}
 
 
+class Frame(NamedTuple):
+    """A frame of the kernel's source at a record: `file` as records show it, `line`, the
+    `function`, `call` (a number per call: two calls of one function differ) and the code
+    file's `path`."""
+    file: str
+    line: int
+    function: str
+    call: int
+    path: str
+
+
+class _Stacks:
+    """The kernel frames at each record of a dry run, outermost first: the frames a record's
+    `source` may name (call_site's: not lngb's machine), but not this module's."""
+
+    def __init__(self):
+        self.stacks, self._frames, self._calls, self._serial = [], [], [], 0
+
+    def capture(self, top):
+        """The frames between `top` and the instruction being issued now."""
+        frames, files, k = [], [], 1
+        frame = sys._getframe(k)
+        while frame is not None and frame is not top:
+            # call_site started at `frame` names the first frame out from it that is not lngb's
+            # machine: `frame` is the kernel's when that is `frame` itself
+            file, _, line = call_site(k + 1).rpartition(":")
+            path = frame.f_code.co_filename
+            if path != __file__ and line == str(frame.f_lineno) and path.endswith(file):
+                frames.append(frame)
+                files.append(file)
+            frame, k = frame.f_back, k + 1
+        frames.reverse()
+        files.reverse()
+        calls = []   # the previous capture's frames are alive, so `is` tells the same call
+        for i, f in enumerate(frames):
+            if i < len(self._frames) and self._frames[i] is f:
+                calls.append(self._calls[i])
+            else:
+                self._serial += 1
+                calls.append(self._serial)
+        self._frames, self._calls = frames, calls
+        self.stacks.append(tuple(Frame(file, f.f_lineno, f.f_code.co_name, c, f.f_code.co_filename)
+                                 for file, f, c in zip(files, frames, calls)))
+
+
+def record_with_stacks(core, body, gms=()):
+    """core.record(body, gms), and the kernel's call stack at each record (outermost first)."""
+    stacks = _Stacks()
+
+    def body_with_stacks():
+        top, recorder = sys._getframe(), core.recorder
+        add = recorder.add
+
+        def add_with_stack(row, record):
+            stacks.capture(top)
+            add(row, record)
+
+        recorder.add = add_with_stack   # this dry run's recorder only
+        body()
+
+    return core.record(body_with_stacks, gms), stacks.stacks
+
+
+def _shared_calls(a, b):
+    """How many outermost frames two stacks share (the same calls)."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n].call == b[n].call:
+        n += 1
+    return n
+
+
 class Debugger:
     """A recorded run of the sample kernel, executed on demand.
 
-    `records[pc]` is the next instruction or event; `step`, `run_until` and `run` execute them,
-    `breakpoints` (instruction names) and `watchpoints` (UB byte ranges) stop `run`."""
+    `records[pc]` is the next instruction or event and `where()` its kernel frames; `step`
+    (pdb's step: one record), `step_over` (pdb's next: the statement at the current line of the
+    frame `depth` picks), `run_until` and `run` execute them. `breakpoints` (instruction names,
+    or functions and APIs of the kernel: set_breakpoint, clear_breakpoint) stop `run` and
+    `step_over`, and so do `watchpoints` (UB byte ranges)."""
 
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
         kernel, _, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma, **emulate_options)
@@ -36,12 +114,13 @@ class Debugger:
 
     def _start(self, core, body, gms, tensors, results):
         self.core, self.gms, self.tensors, self._results = core, gms, tensors, results
-        program = core.record(body, gms)
+        program, self.stacks = record_with_stacks(core, body, gms)
         core.bind_gms(gms)
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
         self.breakpoints, self.watchpoints = set(), []
-        self._stopped_at_breakpoint = None
+        self.depth = 0          # the frame of where() whose line step_over executes
+        self._arrived = None    # where the last move stopped: a breakpoint there is behind it
 
     @property
     def next(self):
@@ -56,6 +135,11 @@ class Debugger:
     def mask(self):
         """(mode, mask_high, mask_low) of the mask register now."""
         return (self.core.mask_mode, self.core.mask_high, self.core.mask_low)
+
+    def where(self):
+        """The kernel frames of the next record, outermost first; `depth` indexes the current
+        one. Empty at the end."""
+        return list(self.stacks[self.pc]) if not self.finished else []
 
     def view(self, tensor):
         """A typed copy of a LocalTensor (or of a tensor named in `tensors`) as it is now."""
@@ -81,7 +165,8 @@ class Debugger:
 
     def step(self, n=1):
         """Execute the next n records, or fewer at the end or where the core must wait (a
-        SyncAll of the multi-core operator); returns those executed."""
+        SyncAll of the multi-core operator); returns those executed. The current frame is
+        then the innermost one of the next record."""
         if not is_int(n) or n < 0:
             raise InvalidArgumentError(f"step: n must be a whole number >= 0, got {n!r}")
         if n:
@@ -91,7 +176,29 @@ class Debugger:
             if self.finished or self._blocked():
                 break
             done.append(self._execute_next())
+        if done:
+            self._stop()
         return done
+
+    def step_over(self):
+        """pdb's `next`: execute the statement at the current line of the frame `depth` picks:
+        one record when that line issues it itself, the whole call when the line calls a
+        function or an API (a LayerNormGradBeta line of the sample kernel: all its records).
+        Then the frame is the same one or, if it returned, its caller. Like run, it stops
+        earlier at a breakpoint, a watchpoint or a record the core must wait at. Returns
+        (reason, record) as run does; reason "next" when the statement is done."""
+        start, level = self.pc, self.depth
+        if self.finished:
+            return "end", None
+        statement = self._statement(start, level)
+
+        def done():  # the frame to stop in once the statement is done, else None
+            if self._statement(self.pc, level) == statement:
+                return None
+            return max(min(level, _shared_calls(self.stacks[start], self.stacks[self.pc]) - 1), 0)
+
+        self._arrived = start   # a breakpoint on the current line does not stop it
+        return self._run(done)
 
     def run_until(self, target):
         """Execute until the next record matches `target` (a sequence number, an instruction
@@ -115,13 +222,10 @@ class Debugger:
         self._check_not_blocked()
         if not self.finished and matches(self.next):
             self._execute_next()
-        while not self.finished:
-            if matches(self.next):
-                return self.next
-            if self._blocked():
-                return None
+        while not self.finished and not matches(self.next) and not self._blocked():
             self._execute_next()
-        return None
+        self._stop()
+        return None if self.finished or not matches(self.next) else self.next
 
     def watch(self, start, end=None):
         """Stop `run` after an instruction that writes UB bytes [start, end) (or a tensor)."""
@@ -139,25 +243,92 @@ class Debugger:
                                        f"(0 <= start < end <= {self.core.ub.size})")
         self.watchpoints.append((int(start), int(end)))
 
+    def set_breakpoint(self, name):
+        """Stop `run` and `step_over` before each instruction or event called `name`, or before
+        the first record of each call of the kernel's function or API `name` (in the frame of
+        the line that calls it, so step_over then runs the whole call and step goes into it)."""
+        instructions, functions = self._names()
+        if not isinstance(name, str) or name not in instructions | functions:
+            close = _close_matches(name, instructions | functions) if isinstance(name, str) else ""
+            raise InvalidArgumentError(
+                f"break: no instruction, event or API named {name!r} in this kernel{close} (it "
+                f"has {', '.join(sorted(instructions))}; it calls {', '.join(sorted(functions))})")
+        self.breakpoints.add(name)
+
+    def clear_breakpoint(self, name=None):
+        """Delete the breakpoint on `name`, or every breakpoint (None)."""
+        if name is None:
+            self.breakpoints.clear()
+        elif name in self.breakpoints:
+            self.breakpoints.discard(name)
+        else:
+            raise InvalidArgumentError(
+                f"clear: no breakpoint on {name!r}; the breakpoints are "
+                f"{', '.join(sorted(self.breakpoints)) or 'none'}")
+
     def run(self):
-        """Execute until a breakpoint (stops before the instruction), a watchpoint (stops after
-        an instruction that writes the bytes), a record the core must wait at (a SyncAll of the
-        multi-core operator; the reason says why) or the end. Returns (reason, record)."""
-        self._check_not_blocked()
+        """Execute until a breakpoint (stops before the instruction, or before a call of the
+        function), a watchpoint (stops after an instruction that writes the bytes), a record
+        the core must wait at (a SyncAll of the multi-core operator; the reason says why) or
+        the end. Returns (reason, record)."""
+        return self._run(lambda: None)
+
+    def _run(self, done):
+        """Execute until done() names the frame to stop in ("next"), a breakpoint, a
+        watchpoint, a record the core must wait at or the end. Waiting before anything ran
+        raises WaitingAtSyncAll, unless a breakpoint is there."""
+        ran = False
         while not self.finished:
-            if (self.next.name in self.breakpoints
-                    and self._stopped_at_breakpoint != self.pc):
-                self._stopped_at_breakpoint = self.pc
-                return "breakpoint", self.next
+            depth = done()
+            if depth is not None:
+                return self._stop("next", self.next, depth)
+            depth = self._breakpoint_depth() if self.pc != self._arrived else None
+            if depth is not None:
+                return self._stop("breakpoint", self.next, depth)
             blocked = self._blocked()
             if blocked:
-                return blocked, self.next
-            record = self._execute_next()
-            if self.watchpoints and record.is_instruction:
-                for a, b in self.watchpoints:
-                    if _writes(record.row, a, b):
-                        return f"watchpoint [{a}, {b})", record
-        return "end", None
+                if not ran:
+                    raise WaitingAtSyncAll(blocked)
+                return self._stop(blocked, self.next)
+            record, ran = self._execute_next(), True
+            for a, b in self.watchpoints if record.is_instruction else ():
+                if _writes(record.row, a, b):
+                    return self._stop(f"watchpoint [{a}, {b})", record)
+        return self._stop("end", None)
+
+    def _stop(self, reason=None, record=None, depth=None):
+        """Stop at the next record, in frame `depth` (None: the innermost)."""
+        self._arrived = self.pc
+        innermost = len(self.where()) - 1
+        self.depth = max(innermost if depth is None else depth, 0)
+        return reason, record
+
+    def _statement(self, pc, level):
+        """What the frame at `level` does at record pc: issue it itself (pc), or run a call on
+        one of its lines ((its call, the line, the callee's call))."""
+        stack = self.stacks[pc]
+        if len(stack) <= level + 1:
+            return pc
+        return stack[level].call, stack[level].line, stack[level + 1].call
+
+    def _breakpoint_depth(self):
+        """The frame to stop in when a breakpoint is at the next record: the innermost for an
+        instruction name, the caller's for a call of a function named; None: no breakpoint."""
+        if not self.breakpoints:
+            return None
+        stack = self.stacks[self.pc]
+        if self.next.name in self.breakpoints:
+            return len(stack) - 1
+        first_new = _shared_calls(self.stacks[self.pc - 1], stack) if self.pc else 0
+        for level in range(first_new, len(stack)):
+            if stack[level].function in self.breakpoints:
+                return level - 1
+        return None
+
+    def _names(self):
+        """(instruction and event names, names of the functions the kernel calls)."""
+        return ({r.name for r in self.records},
+                {f.function for stack in self.stacks for f in stack[1:]})
 
     def _blocked(self):
         """Why the next record cannot execute yet (None: it can)."""
@@ -185,16 +356,17 @@ class OperatorDebugger:
     """Step through the multi-core operator (lngb.multicore) one core at a time.
 
     Each core's whole kernel is recorded (validated, nothing executed) and executed on demand by
-    a per-core Debugger; `focus(c)` picks the core that `step`, `run_until`, `run`, `view` and
-    the `tensors` act on (`debugger[c]` is core c's Debugger). A core cannot pass SyncAll before
-    every core has reached it: `step`, `run_until` and `run` stop there, and raise
-    WaitingAtSyncAll, naming the cores to step, when the core is there already (nothing runs)."""
+    a per-core Debugger; `focus(c)` picks the core that `step`, `step_over`, `run_until`, `run`,
+    `view` and the `tensors` act on (`debugger[c]` is core c's Debugger); the breakpoints are
+    every core's. A core cannot pass SyncAll before every core has reached it: `step`,
+    `step_over`, `run_until` and `run` stop there, and raise WaitingAtSyncAll, naming the cores
+    to step, when the core is there already (nothing runs)."""
 
     def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
                  sat_mode=None):
         run = prepare_operator(input_dy, res_for_gamma, product, block_dim, "fast", sat_mode)
         self.tiling, self.output = run.tiling, run.output
-        self.debuggers = []
+        self.debuggers, breakpoints = [], set()
         for c, (core, gms) in enumerate(zip(run.cores, run.gms)):
             kernel = run.kernel(c)  # recorded below, never run live
             dbg = _CoreDebugger.__new__(_CoreDebugger)
@@ -202,6 +374,7 @@ class OperatorDebugger:
             dbg._start(core, lambda k=kernel: list(k.Process()), gms, kernel.tensors,
                        self.results)
             dbg.barrier = 1 + next(i for i, r in enumerate(dbg.records) if r.name == "SyncAll")
+            dbg.breakpoints = breakpoints
             self.debuggers.append(dbg)
         self.focused = 0
 
@@ -241,7 +414,7 @@ class OperatorDebugger:
 
 
 def _close_matches(word, words):
-    close = difflib.get_close_matches(word, list(words), n=3)
+    close = difflib.get_close_matches(word, sorted(words), n=3)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
@@ -254,6 +427,10 @@ class _CoreDebugger(Debugger):
                         "step them there first")
         return None
 
+    def _names(self):  # every core's
+        names = [Debugger._names(d) for d in self.owner.debuggers]
+        return set().union(*(n[0] for n in names)), set().union(*(n[1] for n in names))
+
 
 def _writes(row, start, end):
     """Whether an instruction row writes any UB byte in [start, end)."""
@@ -263,11 +440,30 @@ def _writes(row, start, end):
     return hit
 
 
-class DebugShell(cmd.Cmd):
-    """The `lngb debug` command loop."""
+# --- the command loop ---------------------------------------------------------------------------
 
-    intro = ("lngb debug: step, until, break, watch, run, ub, mask, trace, next, tensors, focus, "
-             "quit")
+def _whole(command, what, text, low=0):
+    """`text` as an integer >= low, or a one-line error naming the argument."""
+    if not re.fullmatch(r"[+-]?\d+", text) or int(text) < low:
+        raise InvalidArgumentError(f"{command}: {what} must be a whole number >= {low}, got "
+                                   f"{text!r}")
+    return int(text)
+
+
+def _no_argument(command, arg):
+    if arg.strip():
+        raise InvalidArgumentError(f"{command} takes no argument, got {arg.strip()!r}")
+
+
+PRINTED = re.compile(r"(\w+)\s*(?:\[([^\]]*)\])?")
+REGISTERS = ("mask", "flags")
+
+
+class DebugShell(cmd.Cmd):
+    """The `lngb debug` command loop, with pdb's commands and names: s(tep), n(ext),
+    c(ontinue), unt(il), b(reak), cl(ear), p(rint), l(ist), w(here), q(uit); and ub, watch,
+    mask, trace, tensors, focus."""
+
     prompt = "(lngb) "
 
     def __init__(self, debugger, stdin=None, stdout=None):
@@ -275,6 +471,8 @@ class DebugShell(cmd.Cmd):
         if stdin is not None:  # commands from a file: echo each one instead of a prompt
             self.use_rawinput, self.prompt = False, ""
         self.dbg = debugger
+        self.intro = "\n".join([f"lngb debug: {len(debugger.records)} instructions and events "
+                                "recorded; help lists the commands"] + self._position())
 
     def say(self, text):
         self.stdout.write(text + "\n")
@@ -283,103 +481,198 @@ class DebugShell(cmd.Cmd):
         for record in records:
             self.say(format_record(record))
 
+    # --- moving -----------------------------------------------------------------------------
     def do_step(self, arg):
-        """step [n]: execute the next n instructions or events (default 1)."""
-        self.show(self.dbg.step(int(arg) if arg else 1))
-        if self.dbg._blocked():
-            self.say(f"stopped: {self.dbg._blocked()}")
-        self._at_end()
+        """s(tep) [n]: execute the next n instructions or events (default 1), into any call;
+        shows them, then where the kernel is."""
+        self.show(self.dbg.step(_whole("step", "n", arg) if arg.strip() else 1))
+        self._report()
 
     do_s = do_step
 
+    def do_next(self, arg):
+        """n(ext): execute the current line: its instruction, or the whole call it makes (a
+        LayerNormGradBeta line: every instruction of it); stops early at a breakpoint or
+        watchpoint."""
+        _no_argument("next", arg)
+        before = len(self.dbg.executed)
+        reason, record = self.dbg.step_over()
+        ran = self.dbg.executed[before:]
+        if len(ran) == 1:
+            self.show(ran)
+        elif ran:
+            self.say(f"ran #{ran[0].seq} {ran[0].name} ~ #{ran[-1].seq} {ran[-1].name} "
+                     f"({len(ran)} records)")
+        self._report(reason, record)
+
+    do_n = do_next
+
+    def do_continue(self, arg):
+        """c(ontinue) | run: execute until a breakpoint, a watchpoint or the end."""
+        _no_argument("continue", arg)
+        self._report(*self.dbg.run())
+
+    do_c = do_cont = do_run = do_continue
+
     def do_until(self, arg):
-        """until <seq | name>: execute until the next record has that sequence number or name."""
-        if not arg:
-            raise ValueError("until needs a sequence number or an instruction name")
-        record = self.dbg.run_until(int(arg) if arg.isdigit() else arg)
-        if record:
-            self.say(f"at #{record.seq} {record.name}")
-        else:
-            self.say("reached the end (no match)" if self.dbg.finished else
-                     f"stopped before #{self.dbg.next.seq}: {self.dbg._blocked()}")
+        """unt(il) <seq | name>: execute until the next record has that sequence number or
+        instruction name (a match at the current record is executed first)."""
+        if not arg.strip():
+            raise InvalidArgumentError("until: needs a sequence number or an instruction name "
+                                       "(until 12, until Mul)")
+        arg = arg.strip()
+        self.dbg.run_until(_whole("until", "a sequence number", arg, 1)
+                           if arg[0] in "+-0123456789" else arg)
+        self._report()
+
+    do_unt = do_until
 
     def do_break(self, arg):
-        """break <name>: stop `run` before every instruction of that name; no argument: list."""
-        if arg:
-            self.dbg.breakpoints.add(arg)
+        """b(reak) [name]: stop before every instruction or event of that name, or before each
+        call of that API or function (at its caller's line); no argument: list them."""
+        if arg.strip():
+            self.dbg.set_breakpoint(_one_word("break", arg))
         self.say("breakpoints: " + (", ".join(sorted(self.dbg.breakpoints)) or "none"))
 
+    do_b = do_break
+
+    def do_clear(self, arg):
+        """cl(ear) [name]: delete the breakpoint on name; no argument: delete them all."""
+        self.dbg.clear_breakpoint(_one_word("clear", arg) if arg.strip() else None)
+        self.say("breakpoints: " + (", ".join(sorted(self.dbg.breakpoints)) or "none"))
+
+    do_cl = do_clear
+
     def do_watch(self, arg):
-        """watch <tensor> | watch <start> <end>: stop `run` when those UB bytes change."""
+        """watch <tensor> | watch <start> <end>: stop `continue` after an instruction that
+        writes those UB bytes."""
         parts = arg.split()
         if len(parts) == 1:
+            self.dbg.view(parts[0])   # names the tensors when it is not one
             self.dbg.watch(self.dbg.tensors[parts[0]])
+        elif len(parts) == 2:
+            self.dbg.watch(_whole("watch", "start", parts[0]), _whole("watch", "end", parts[1]))
         else:
-            self.dbg.watch(int(parts[0]), int(parts[1]))
+            raise InvalidArgumentError("usage: watch <tensor> | watch <start> <end> (UB bytes)")
         self.say("watchpoints: " + ", ".join(f"[{a}, {b})" for a, b in self.dbg.watchpoints))
-
-    def do_run(self, arg):
-        """run: execute until a breakpoint, a watchpoint or the end."""
-        reason, record = self.dbg.run()
-        if record is None:
-            self.say("reached the end")
-            self._at_end()
-        else:
-            self.say(f"stopped ({reason}) at #{record.seq} {record.name} ({record.source})")
-
-    do_c = do_continue = do_run
-
-    def do_next(self, arg):
-        """next: show the record the next step executes."""
-        record = self.dbg.next
-        self.show([record]) if record else self.say("reached the end")
-
-    def do_ub(self, arg):
-        """ub <tensor> | ub <address> <count> [f32|f16|u8|i32]: show UB contents now."""
-        parts = shlex.split(arg)
-        if len(parts) == 1:
-            values = self.dbg.view(parts[0])
-        else:
-            dtype = np.dtype(DTYPES[parts[2] if len(parts) > 2 else "f32"])
-            start, count = int(parts[0]), int(parts[1])
-            if start < 0 or count <= 0 or start + count * dtype.itemsize > self.dbg.core.ub.size:
-                raise ValueError(f"ub: {count} x {dtype.name} at {start} is not inside the UB")
-            values = self.dbg.core.ub[start:start + count * dtype.itemsize].view(dtype)
-        self.say(np.array2string(np.asarray(values).reshape(-1), threshold=64))
-
-    def do_mask(self, arg):
-        """mask: the mask register's mode and words now."""
-        mode, high, low = self.dbg.mask
-        self.say(f"mode={MaskMode(mode).name} mask_high={high:#x} mask_low={low:#x}")
-
-    def do_trace(self, arg):
-        """trace [n]: the last n executed records (default 10)."""
-        n = int(arg) if arg else 10
-        if n <= 0:
-            raise ValueError("trace takes a positive count")
-        self.show(self.dbg.executed[-n:])
-
-    def do_tensors(self, arg):
-        """tensors: the kernel's LocalTensors."""
-        for name, t in self.dbg.tensors.items():
-            self.say(f"{name:16} UB@{t.address:<7} {t.size} x {t.dtype.name} ({t.position})")
 
     def do_focus(self, arg):
         """focus <core>: step core <core> of the multi-core operator (lngb debug --block-dim)."""
         if not hasattr(self.dbg, "focus"):
-            raise ValueError("focus needs the multi-core operator (lngb debug --block-dim N)")
-        self.dbg.focus(int(arg))
+            raise InvalidArgumentError("focus needs the multi-core operator (lngb debug "
+                                       "--block-dim N)")
+        self.dbg.focus(_whole("focus", "core", arg.strip()))
         self.say(f"core {self.dbg.focused}: next #{self.dbg.next.seq} {self.dbg.next.name}"
                  if self.dbg.next else f"core {self.dbg.focused}: at the end")
 
+    # --- looking ----------------------------------------------------------------------------
+    def do_where(self, arg):
+        """w(here): the kernel's frames at the next record (> marks the one `next` steps
+        in), then that record."""
+        _no_argument("where", arg)
+        frames = self.dbg.where()
+        if not frames:
+            return self._report()
+        for i, frame in enumerate(frames):
+            self.say(f"{'>' if i == self.dbg.depth else ' '} {_frame_line(frame)}")
+            self.say(f"-> {_source(frame)}")
+        self.show([self.dbg.next])
+
+    do_w = do_bt = do_where
+
+    def do_list(self, arg):
+        """l(ist) [line]: the source around the current line (or around that line of its
+        file); -> marks the current line."""
+        frames = self.dbg.where()
+        if not frames:
+            raise InvalidArgumentError("list: no current line (the kernel has run to the end, "
+                                       "or this record comes from no kernel source)")
+        frame = frames[self.dbg.depth]
+        centre = _whole("list", "line", arg.strip(), 1) if arg.strip() else frame.line
+        lines = linecache.getlines(frame.path)
+        if centre > len(lines):
+            raise InvalidArgumentError(f"list: {frame.file} has {len(lines)} lines, not {centre}")
+        for n in range(max(centre - 5, 1), min(centre + 5, len(lines)) + 1):
+            self.say(f"{n:4d} {'->' if n == frame.line else '  '} {lines[n - 1]}".rstrip())
+
+    do_l = do_list
+
+    def do_print(self, arg):
+        """p(rint) <tensor>[i] | <tensor>[start:stop] | mask | flags: a tensor's elements (by
+        the names `tensors` lists) or a register, now."""
+        match = PRINTED.fullmatch(arg.strip())
+        if not match:
+            raise InvalidArgumentError(f"usage: p <tensor>, p <tensor>[i], p <tensor>[start:stop], "
+                                       f"p mask or p flags; got {arg.strip()!r}")
+        name, index = match.groups()
+        if name in REGISTERS and name not in self.dbg.tensors and index is None:
+            return self.say(self._mask() if name == "mask" else self._flags())
+        if name not in self.dbg.tensors:
+            raise InvalidArgumentError(
+                f"print: no tensor or register named {name!r}; the tensors are "
+                f"{', '.join(self.dbg.tensors)}, the registers {', '.join(REGISTERS)}"
+                + _close_matches(name, [*self.dbg.tensors, *REGISTERS]))
+        values = self.dbg.view(name).reshape(-1)
+        if index is not None:
+            values = values[_index(name, index, values.size)]
+        self.say(np.array2string(np.asarray(values), threshold=64))
+
+    do_p = do_print
+
+    def do_ub(self, arg):
+        """ub <tensor> | ub <address> <count> [f32|f16|u8|i32]: show UB contents now."""
+        parts = arg.split()
+        if len(parts) == 1:
+            return self.say(np.array2string(self.dbg.view(parts[0]).reshape(-1), threshold=64))
+        if len(parts) not in (2, 3):
+            raise InvalidArgumentError("usage: ub <tensor> | ub <address> <count> "
+                                       "[f32|f16|u8|i32]")
+        name = parts[2] if len(parts) == 3 else "f32"
+        if name not in DTYPES:
+            raise InvalidArgumentError(f"ub: the type must be one of {', '.join(DTYPES)}, got "
+                                       f"{name!r}")
+        dtype = np.dtype(DTYPES[name])
+        start, count = _whole("ub", "address", parts[0]), _whole("ub", "count", parts[1], 1)
+        if start + count * dtype.itemsize > self.dbg.core.ub.size:
+            raise InvalidArgumentError(f"ub: {count} x {name} at {start} is not inside the UB "
+                                       f"({self.dbg.core.ub.size} bytes)")
+        values = self.dbg.core.ub[start:start + count * dtype.itemsize].view(dtype)
+        self.say(np.array2string(values, threshold=64))
+
+    def do_mask(self, arg):
+        """mask: the mask register's mode and words now (as p mask)."""
+        _no_argument("mask", arg)
+        self.say(self._mask())
+
+    def do_trace(self, arg):
+        """trace [n]: the last n executed records (default 10)."""
+        self.show(self.dbg.executed[-(_whole("trace", "n", arg.strip(), 1) if arg.strip()
+                                      else 10):])
+
+    def do_tensors(self, arg):
+        """tensors: the kernel's LocalTensors."""
+        _no_argument("tensors", arg)
+        for name, t in self.dbg.tensors.items():
+            self.say(f"{name:16} UB@{t.address:<7} {t.size} x {t.dtype.name} ({t.position})")
+
     def do_quit(self, arg):
-        """quit: leave the debugger."""
+        """q(uit): leave the debugger."""
         return True
 
     do_q = do_exit = do_EOF = do_quit
 
+    # --- the loop ---------------------------------------------------------------------------
+    def do_help(self, arg):
+        """help [command]: the commands, or what one does."""
+        method = getattr(self, "do_" + arg.strip(), None) if arg.strip() else None
+        if method is None or method.__doc__ is None:
+            return super().do_help(arg)
+        self.say(inspect.cleandoc(method.__doc__))
+
     def default(self, line):
-        self.say(f"unknown command {line.split()[0]!r}; try help")
+        word = line.split()[0]
+        commands = [name[3:] for name in self.get_names() if name.startswith("do_")]
+        self.say(f"unknown command {word!r}; try help" + _close_matches(word, commands))
 
     def emptyline(self):
         pass
@@ -391,11 +684,71 @@ class DebugShell(cmd.Cmd):
             self.say(f"(lngb) {line.rstrip()}")
         try:
             return super().onecmd(line)
-        except (ValueError, KeyError, IndexError, LngbError) as err:
+        except LngbError as err:
             self.say(f"error: {err}")
 
-    def _at_end(self):
-        if self.dbg.finished:
+    def _report(self, reason=None, record=None):
+        """After a move: why it stopped early, then where the kernel is (or its results)."""
+        if reason in (None, "next") and self.dbg.next is not None:
+            reason, record = self.dbg._blocked(), self.dbg.next
+        if reason not in (None, "next", "end"):
+            where = "after" if reason.startswith("watchpoint") else "at"
+            self.say(f"stopped ({reason}) {where} #{record.seq} {record.name}")
+        for line in self._position():
+            self.say(line)
+
+    def _position(self):
+        """Where the kernel is: the current frame's line and the next record; at the end, the
+        results."""
+        if self.dbg.next is None:
+            if not self.dbg.finished:   # this core of the multi-core operator
+                return [f"core {self.dbg.focused} reached the end; focus another core"]
             gamma, beta = self.dbg.results()
-            self.say(f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
-                     f"pdBeta={np.array2string(beta, threshold=16)}")
+            return [f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
+                    f"pdBeta={np.array2string(beta, threshold=16)}"]
+        record, frames = self.dbg.next, self.dbg.where()
+        if not frames:
+            return [f"> next #{record.seq} {record.name} ({record.source})"]
+        frame = frames[self.dbg.depth]
+        return [f"> {_frame_line(frame)}, next #{record.seq} {record.name}",
+                f"-> {_source(frame)}"]
+
+    def _mask(self):
+        mode, high, low = self.dbg.mask
+        return f"mode={MaskMode(mode).name} mask_high={high:#x} mask_low={low:#x}"
+
+    def _flags(self):
+        flags = self.dbg.core.flags   # {(HardEvent, id): SetFlags not yet waited for}
+        return "flags: " + (", ".join(f"{event.name} id {i} set {n}x"
+                                      for (event, i), n in flags.items()) or "none set")
+
+
+def _one_word(command, arg):
+    words = arg.split()
+    if len(words) != 1:
+        raise InvalidArgumentError(f"{command} takes one name, got {arg.strip()!r}")
+    return words[0]
+
+
+def _index(name, text, size):
+    """A tensor index `i` or slice `start:stop` (element offsets, negative from the end)."""
+    parts = [p.strip() for p in text.split(":")]
+    if len(parts) > 2 or not all(re.fullmatch(r"[+-]?\d*", p) for p in parts) or \
+            (len(parts) == 1 and not parts[0]):
+        raise InvalidArgumentError(f"print: {name}[{text}] is not an element index i or a "
+                                   "slice start:stop")
+    bounds = [int(p) if p else None for p in parts]
+    if len(bounds) == 2:
+        return slice(*bounds)
+    if not -size <= bounds[0] < size:
+        raise InvalidArgumentError(f"print: index {bounds[0]} is outside {name}'s {size} "
+                                   "elements")
+    return bounds[0]
+
+
+def _frame_line(frame):
+    return f"{frame.file}({frame.line}){frame.function}()"
+
+
+def _source(frame):
+    return linecache.getline(frame.path, frame.line).strip()

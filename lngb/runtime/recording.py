@@ -5,6 +5,7 @@ collected, nothing executes, and the core's state is left as it was. `run_record
 Program in the byte-bounded cache (`cache.STORE`) and replays it with one jitted call on every
 later call with the same key and core state.
 """
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,10 +98,28 @@ def pad_gms(gms):
     return gms + (NO_GM,) * (GM_SLOTS - len(gms))
 
 
+TRACED = ("a debugger traces this program (sys.gettrace() is set) while lngb records a kernel: "
+          "this is the recording pass, a dry run that validates every instruction and executes "
+          "none, so a breakpoint in the kernel stops here with tensors (dst.read()) not yet "
+          "computed. Fast mode then replays the recording (later calls of the same configuration "
+          "do not run the source again); mode=\"observed\" runs the kernel live, each "
+          "instruction as it is issued")
+
+
+def _warn_if_traced():
+    """The TRACED warning when a debugger traces the program (coverage's tracer is no debugger)."""
+    tracer = sys.gettrace()
+    if tracer is not None and not type(getattr(tracer, "__self__", tracer)).__module__.startswith(
+            "coverage"):
+        warn(TRACED)
+
+
 def record(core, body, gms=()):
     """The dry run: validate every instruction of `body` and collect its rows, executing
     nothing; the core's state is left as it was. On an error the warnings raised so far are
-    passed on. A body that uses GetValue/SetValue cannot be recorded (ScalarAccess)."""
+    passed on. A body that uses GetValue/SetValue cannot be recorded (ScalarAccess). Under a
+    debugger it warns that this is the recording pass (TRACED)."""
+    _warn_if_traced()
     gms = pad_gms(gms)
     recorder = Recorder()
     core.start_recording(recorder)
