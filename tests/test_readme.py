@@ -1,6 +1,7 @@
 """The README's commands and examples work as written."""
 import contextlib
 import io
+import os
 import pathlib
 import re
 
@@ -89,3 +90,45 @@ def test_the_kernel_unit_test_passes_under_pytest(tmp_path):
                           str(tmp_path / "test_my_kernel.py")], capture_output=True, text=True,
                          cwd=tmp_path)
     assert "1 passed" in run.stdout, run.stdout + run.stderr
+
+
+# --- the debugger walkthroughs, run as written ----------------------------------------------
+
+def transcripts(command):
+    """The README's sessions that start with `$ <command>`: (the command line, the lines)."""
+    blocks = re.findall(r"```\n(\$ [^\n]*)\n(.*?)```", README, re.S)
+    return [(line, body.splitlines()) for line, body in blocks if line.startswith(f"$ {command}")]
+
+
+def test_the_pdb_walkthrough_runs_as_written(tmp_path):
+    """my_test.py under `python -m pdb`, fed the session's commands: pdb prints what the README
+    shows, line numbers included (`...` stands for the two directories)."""
+    import subprocess
+    import sys
+
+    import lngb
+    script = next(b for b in python_blocks() if b.startswith("# my_test.py"))
+    (tmp_path / "my_test.py").write_text(script)
+    [(_, shown)] = transcripts("python -m pdb my_test.py")
+    commands = [line[len("(Pdb) "):] for line in shown if line.startswith("(Pdb) ")]
+    run = subprocess.run([sys.executable, "-m", "pdb", "my_test.py"], cwd=tmp_path, text=True,
+                         input="\n".join(commands) + "\n", capture_output=True, timeout=300)
+    # pdb prompts without echoing what it reads: put each command back after its prompt
+    first, *answers = run.stdout.split("(Pdb) ")
+    got = first + "".join(f"(Pdb) {c}\n{a}" for c, a in zip(commands, answers))
+    installed = pathlib.Path(lngb.__file__).resolve().parent.parent
+    for directory in (tmp_path.resolve(), installed):
+        got = got.replace(f"{directory}{os.sep}", f"...{os.sep}")
+    assert got.splitlines() == shown, run.stderr
+
+
+def test_the_lngb_debug_sessions_run_as_written(tmp_path, capsys):
+    from lngb.cli import main
+    sessions = transcripts("lngb debug --commands")
+    assert len(sessions) == 2
+    for command_line, shown in sessions:
+        commands = tmp_path / command_line.split()[-1]
+        commands.write_text("".join(line[len("(lngb) "):] + "\n" for line in shown
+                                    if line.startswith("(lngb) ")))
+        assert main(["debug", "--commands", str(commands)]) == 0
+        assert [line.rstrip() for line in capsys.readouterr().out.splitlines()] == shown
