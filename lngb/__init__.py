@@ -23,7 +23,7 @@ from .observers.cost import CostModel
 from .runtime.cache import cache_info, clear_caches, set_cache_limit
 from .simulate import GetBlockIdx, GetBlockNum, SimulationResult, simulate_kernel
 from .kernels.pipe import TBuf, TPipe, TQue
-from .sweeps import sweep
+from .sweeps import sweep, sweep_operator
 from .observers import cost, debug, sanitizer, trace
 from .kernels import layer_norm_grad_beta as operator, multicore, pipe, tiling
 
