@@ -1,19 +1,43 @@
-"""Command line: `lngb demo` (the documented examples) and `lngb run` (raw .bin files, as Ascend
-samples' gen_data.py writes them), for LayerNormGradBeta, LayerNormGrad or the whole LayerNorm
-backward (--api); `sweep`, `trace` and `debug` for LayerNormGradBeta."""
+"""lngb: Ascend C's LayerNormGradBeta (and LayerNormGrad, the whole LayerNorm backward) on an
+emulated Ascend AI Core, bit for bit.
+
+`lngb SUBCOMMAND --help` lists each one's options."""
 import argparse
+import importlib.metadata
+import json
 import pathlib
+import re
 import sys
 
 import numpy as np
 
-from .errors import InvalidArgumentError, LngbError
+from .errors import CapacityError, InvalidArgumentError, LngbError
 from .files import read_bin, write_file, write_outputs
 from .backward import emulate_layer_norm_backward, emulate_layer_norm_grad
-from .host import emulate
+from .host import emulate, emulate_operator, tiling_text
 from .products import PRODUCTS
 
 DTYPES = {"float32": np.float32, "float": np.float32, "float16": np.float16, "half": np.float16}
+# output file names: lngb's, or the Ascend sample's (LayerNormGradBeta's outputs)
+NAMES = {"lngb": {"pdGamma": "output_pd_gamma.bin", "pdBeta": "output_pd_beta.bin",
+                  "pdX": "output_pd_x.bin", "resForGamma": "output_res_for_gamma.bin"}}
+NAMES["ascend-sample"] = dict(NAMES["lngb"], pdGamma="output_PdGamma.bin",
+                              pdBeta="output_PdBeta.bin")
+ONE_CORE_HINT = ("; on the command line, --block-dim N runs the multi-core operator, for shapes "
+                 "of any size")
+
+
+def version():
+    """The installed package's version; from a source tree that is not installed, pyproject's."""
+    try:
+        return importlib.metadata.version("lngb")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml"
+        try:
+            found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
+        except OSError:
+            found = None
+        return f"{found.group(1)} (not installed)" if found else "unknown (not installed)"
 
 
 def _common_options(parser):
@@ -27,9 +51,7 @@ def _common_options(parser):
 
 
 def _tiling_line(t):
-    return (f"tiling: stackBufferSize={t.stackBufferSize} floats, oneCalSize={t.oneCalSize}, "
-            f"loopRound={t.loopRound}, inputTailSize={t.inputTailSize}, "
-            f"bsCurLength={t.bsCurLength}")
+    return f"tiling: {tiling_text(t)}"
 
 
 APIS = ("layer-norm-grad-beta", "layer-norm-grad", "backward")
@@ -104,6 +126,9 @@ def _run_layer_norm_grad(args, shape, dtype):
     missing = [f"--{name.replace('_', '-')}" for name in shapes if getattr(args, name) is None]
     if missing:
         raise InvalidArgumentError(f"--api {args.api} needs {', '.join(missing)}")
+    if args.api == "layer-norm-grad" and args.block_dim is not None:
+        raise InvalidArgumentError("--block-dim runs a multi-core operator: --api "
+                                   "layer-norm-grad-beta or backward, not layer-norm-grad")
     data = [read_bin(name, getattr(args, name), shapes[name], dtype) for name in shapes]
     out = pathlib.Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,17 +136,16 @@ def _run_layer_norm_grad(args, shape, dtype):
         result = emulate_layer_norm_grad(*data, epsilon=args.epsilon, product=args.product,
                                          stack_buffer_size=args.stack_buffer_size,
                                          is_reuse_source=args.reuse_source)
-        outputs = [("pdX", "output_pd_x.bin", result.pd_x),
-                   ("resForGamma", "output_res_for_gamma.bin", result.res_for_gamma)]
+        outputs = [("pdX", result.pd_x), ("resForGamma", result.res_for_gamma)]
     else:
         result = emulate_layer_norm_backward(*data, epsilon=args.epsilon, product=args.product,
                                              block_dim=args.block_dim)
-        outputs = [("pdX", "output_pd_x.bin", result.pd_x),
-                   ("pdGamma", "output_pd_gamma.bin", result.pd_gamma),
-                   ("pdBeta", "output_pd_beta.bin", result.pd_beta)]
-    write_outputs([(what, out / name, array) for what, name, array in outputs])
+        outputs = [("pdX", result.pd_x), ("pdGamma", result.pd_gamma),
+                   ("pdBeta", result.pd_beta)]
+    paths = [out / NAMES[args.names][what] for what, _ in outputs]
+    write_outputs([(what, path, array) for (what, array), path in zip(outputs, paths)])
     print(f"{args.api} on {args.product}: [{b}, {s}, {h}] {np.dtype(dtype).name}")
-    print(f"wrote {', '.join(str(out / name) for _, name, _ in outputs)}")
+    print(f"wrote {', '.join(map(str, paths))}")
     return 0
 
 
@@ -142,28 +166,71 @@ def run(args):
     goldens = {name: read_bin(f"golden {name}", path, (shape[2],), dtype)
                for name, path in (("pdGamma", args.golden_gamma), ("pdBeta", args.golden_beta))
                if path}
-    result = emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
-                     is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
+    result = _layer_norm_grad_beta(args, dy, rfg)
     out = pathlib.Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    paths = {what: out / NAMES[args.names][what] for what in ("pdGamma", "pdBeta")}
     # both or neither: a failed write is an OSError (exit 2), never "wrote"
-    write_outputs([("pdGamma", out / "output_pd_gamma.bin", result.pd_gamma),
-                    ("pdBeta", out / "output_pd_beta.bin", result.pd_beta)])
+    write_outputs([("pdGamma", paths["pdGamma"], result.pd_gamma),
+                   ("pdBeta", paths["pdBeta"], result.pd_beta)])
     print(f"LayerNormGradBeta on {args.product}: [{shape[0]}, {shape[1]}, {shape[2]}] "
           f"{np.dtype(dtype).name}")
     print(_tiling_line(result.tiling))
-    print(f"wrote {out / 'output_pd_gamma.bin'} and {out / 'output_pd_beta.bin'} "
+    print(f"wrote {paths['pdGamma']} and {paths['pdBeta']} "
           f"({shape[2]} x {np.dtype(dtype).name} each)")
     status = 0
     for name, got in (("pdGamma", result.pd_gamma), ("pdBeta", result.pd_beta)):
         if name in goldens:
-            ref = goldens[name]
-            same = np.array_equal(ref.view(np.uint8), got.view(np.uint8))
-            diff = np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64)))
-            print(f"{name} vs golden: {'bit-identical' if same else 'differs'}, "
-                  f"max abs diff {diff:.6g}")
+            line, same = golden_report(got, goldens[name])
+            print(f"{name} vs golden: {line}")
             status |= 0 if same else 1
     return status
+
+
+def _layer_norm_grad_beta(args, dy, rfg, trace=False):
+    """The sample kernel on one core, or with --block-dim the multi-core operator."""
+    if args.block_dim is None:
+        try:
+            return emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
+                           is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer,
+                           trace=trace)
+        except CapacityError as err:
+            raise CapacityError(f"{err}{ONE_CORE_HINT}") from None
+    if args.stack_buffer_size is not None or args.reuse_source:
+        raise InvalidArgumentError("--stack-buffer-size and --reuse-source are options of the "
+                                   "one-core kernel, not of --block-dim")
+    return emulate_operator(dy, rfg, product=args.product, block_dim=args.block_dim,
+                            mode="observed" if trace else "fast")
+
+
+def golden_report(got, ref):
+    """(one line comparing `got` with the golden `ref` bit for bit, identical or not): the
+    differing elements, the first, and the largest difference in ulps, absolute and relative."""
+    differ = got.view(np.uint8).reshape(got.size, -1) != ref.view(np.uint8).reshape(ref.size, -1)
+    bad = np.flatnonzero(differ.any(1))
+    if not len(bad):
+        return f"bit-identical ({got.size} elements)", True
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        abs_diff = np.abs(g - r)[bad]
+        rel_diff = abs_diff / np.abs(r[bad])
+    first = bad[0]
+    return (f"differs in {len(bad)} of {got.size} elements, the first at index {first} "
+            f"(got {got[first]}, golden {ref[first]}); max diff {ulps(got, ref)[bad].max()} "
+            f"ulp, abs {np.nanmax(abs_diff, initial=0):.6g}, rel {np.nanmax(rel_diff, initial=0):.6g}"
+            ), False
+
+
+def ulps(a, b):
+    """Elementwise distance in units in the last place (representable values between them;
+    +0 and -0 are 0 apart, a NaN is as far as its bits say)."""
+    bits = {2: np.int16, 4: np.int32}[a.dtype.itemsize]
+    sign = np.int64(1) << (8 * a.dtype.itemsize - 1)
+
+    def ordered(x):
+        i = x.view(bits).astype(np.int64)
+        return np.where(i < 0, -(i & (sign - 1)), i)
+    return np.abs(ordered(a) - ordered(b))
 
 
 def _shape(text):
@@ -176,19 +243,48 @@ def _shape(text):
     return shape
 
 
+def _int_list(text):
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"a list of positive integers (e.g. 8,16,24,48), got "
+                                         f"{text!r}")
+    return values
+
+
 def sweep_command(args):
-    from .sweeps import format_table, plot, sweep, write_csv
-    rows = sweep(args.shape or [(4, 8, 512)], [DTYPES[d] for d in args.dtype or ["float32"]],
-                 args.product or ["atlas-a2"], step=args.step, measure=args.measure,
-                 progress=not args.quiet and sys.stderr.isatty())
-    print(format_table(rows))
-    print(f"{len(rows)} temp-buffer sizes; modelled device time from lngb.cost (constants: "
-          "lngb.cost.CONSTANTS)")
+    from . import sweeps
+    if args.plot:   # before any work: a missing matplotlib is an error in a second, not a minute
+        sweeps.pyplot()
+    progress = not args.quiet and sys.stderr.isatty()
+    shapes, products = args.shape or [(4, 8, 512)], args.product or ["atlas-a2"]
+    dtypes = [DTYPES[d] for d in args.dtype or ["float32"]]
+    if args.block_dim or args.tile_rows:
+        rows = []
+        for product in products:
+            for shape in shapes:
+                for dtype in dtypes:
+                    rows += sweeps.sweep_operator(shape, dtype, product, block_dims=args.block_dim,
+                                                  tile_rows=args.tile_rows,
+                                                  measure=args.measure or 0, progress=progress)
+        print(sweeps.format_operator_table(rows))
+        what = "configurations (block_dim x column slice x tile rows)"
+    else:
+        rows = sweeps.sweep(shapes, dtypes, products, step=args.step,
+                            measure=8 if args.measure is None else args.measure,
+                            progress=progress)
+        print(sweeps.format_table(rows))
+        what = "temp-buffer sizes"
+    print(sweeps.best_line(rows))
+    print(f"{len(rows)} {what}; * marks the best; modelled device time from lngb.cost "
+          "(constants: lngb.cost.CONSTANTS)")
     if args.csv:
-        write_csv(rows, args.csv)
+        sweeps.write_csv(rows, args.csv)
         print(f"wrote {args.csv}")
     if args.plot:
-        plot(rows, args.plot)
+        sweeps.plot(rows, args.plot)
         print(f"wrote {args.plot}")
     return 0
 
@@ -203,25 +299,37 @@ def _kernel_inputs(args):
     return x, x
 
 
+def _json(value):
+    """What json.dumps makes of the numpy scalars and enums in trace records."""
+    return value.item() if isinstance(value, np.generic) else str(value)
+
+
 def trace_command(args):
-    from .trace import format_listing, write_chrome_trace, write_jsonl
+    from .observers.trace import chrome_trace, format_listing
     dy, rfg = _kernel_inputs(args)
-    result = emulate(dy, rfg, product=args.product, stack_buffer_size=args.stack_buffer_size,
-                     is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer,
-                     trace=True)
+    result = _layer_norm_grad_beta(args, dy, rfg, trace=True)
+    # the one-core trace is one stream; the operator's a stream per core
+    streams = [result.trace] if args.block_dim is None else result.trace
     if args.format == "text":
-        listing = format_listing(result.trace)
-        if args.out:
-            write_file("trace", args.out, listing + "\n")
-        else:
-            print(listing)
+        text = "\n".join((f"# core {c}\n" if args.block_dim is not None else "")
+                         + format_listing(records) for c, records in enumerate(streams)) + "\n"
     elif args.format == "jsonl":
-        write_jsonl(result.trace, args.out or "trace.jsonl")
-    else:
-        write_chrome_trace(result.trace, args.out or "trace.json", result.cost)
-    if args.out or args.format != "text":
-        print(f"{len(result.trace)} records; modelled device time {result.cost.microseconds:.3f} "
-              f"us; wrote {args.out or ('trace.jsonl' if args.format == 'jsonl' else 'trace.json')}")
+        text = "".join(json.dumps(dict(record.to_dict(), **({} if args.block_dim is None
+                                                              else {"core": c})),
+                                  default=_json) + "\n"
+                       for c, records in enumerate(streams) for record in records)
+    elif args.block_dim is None:
+        text = json.dumps(chrome_trace(result.trace, result.cost), default=_json)
+    else:   # one process per core at the modelled times
+        text = json.dumps(result.cost.to_chrome_trace())
+    out = args.out or ("-" if args.format == "text" else
+                       "trace.jsonl" if args.format == "jsonl" else "trace.json")
+    if out == "-":
+        sys.stdout.write(text)
+        return 0
+    write_file("trace", out, text)
+    print(f"{sum(map(len, streams))} records; modelled device time {result.cost.microseconds:.3f} "
+          f"us; wrote {out}")
     return 0
 
 
@@ -247,14 +355,19 @@ def debug_command(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lngb", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="run the documented [1, 8, 8] float example")
+    parser = argparse.ArgumentParser(prog="lngb", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"lngb {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    p = sub.add_parser("demo", help="the documented [1, 8, 8] example, checked against its "
+                                    "published bits")
     p.add_argument("--api", default=APIS[0], choices=APIS,
                    help="LayerNormGradBeta (default), LayerNormGrad, or the whole backward")
     _common_options(p)
     p.set_defaults(func=demo)
-    p = sub.add_parser("run", help="run on raw little-endian .bin inputs, write .bin outputs")
+    p = sub.add_parser("run", help="raw little-endian .bin inputs (as an Ascend sample's "
+                                   "gen_data.py writes them) to .bin outputs, checked against "
+                                   "golden files if given; --block-dim N: the multi-core operator")
     p.add_argument("--api", default=APIS[0], choices=APIS,
                    help="layer-norm-grad-beta (default: --dy, --res-for-gamma), layer-norm-grad "
                         "or backward (--dy, --x, --variance, --mean, --gamma)")
@@ -263,35 +376,48 @@ def main(argv=None):
     for name in ("x", "variance", "mean", "gamma"):
         p.add_argument(f"--{name}", help=f"input {name} .bin file (layer-norm-grad, backward)")
     p.add_argument("--epsilon", type=float, default=1e-5, help="default 1e-5")
-    p.add_argument("--block-dim", type=int, help="cores of --api backward (default: the "
-                                                   "product's, at most one per row)")
+    p.add_argument("--block-dim", type=int,
+                   help="run the multi-core operator on this many cores (layer-norm-grad-beta: "
+                        "lngb.emulate_operator, any size; backward: default the product's, at "
+                        "most one per row)")
+    p.add_argument("--names", default="lngb", choices=list(NAMES),
+                   help="output file names: lngb's (output_pd_gamma.bin, ...; the default) or "
+                        "the Ascend sample's (output_PdGamma.bin, output_PdBeta.bin)")
     p.add_argument("--shape", required=True, help="B,S,H")
     p.add_argument("--dtype", default="float32", choices=list(DTYPES),
                    help="element type of the .bin files (default float32)")
     p.add_argument("--out-dir", default="output",
-                   help="where output_pd_gamma.bin and output_pd_beta.bin go (default ./output)")
+                   help="where the outputs go (default ./output)")
     p.add_argument("--golden-gamma", help="optional golden pdGamma .bin to compare with")
     p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with")
     _common_options(p)
     p.set_defaults(func=run)
-    p = sub.add_parser("sweep", help="every temp-buffer size: tiling, modelled device time, "
-                                     "emulator speed")
+    p = sub.add_parser("sweep", help="tiling vs modelled device time: temp-buffer sizes on one "
+                                     "UB, or block_dim x tile on the operator (--block-dim)")
     p.add_argument("--shape", type=_shape, action="append", help="B,S,H (repeatable; "
                    "default 4,8,512)")
     p.add_argument("--dtype", action="append", choices=list(DTYPES),
                    help="repeatable; default float32")
     p.add_argument("--product", action="append", choices=list(PRODUCTS),
                    help="repeatable; default atlas-a2")
+    p.add_argument("--block-dim", type=_int_list,
+                   help="sweep the multi-core operator over these block_dims (e.g. 8,16,24,48), "
+                        "every column slice and --tile-rows; for shapes of any size")
+    p.add_argument("--tile-rows", type=_int_list,
+                   help="the operator's tile rows to sweep (default: the most the API computes "
+                        "in one chunk, for each column slice)")
     p.add_argument("--step", type=int, default=32, help="bytes between sizes (default 32)")
-    p.add_argument("--measure", type=int, default=8,
-                   help="sizes whose emulator wall time is measured (default 8)")
+    p.add_argument("--measure", type=int, default=None,
+                   help="sizes (configurations) whose emulator wall time is measured (default 8; "
+                        "0 with --block-dim)")
     p.add_argument("--csv", help="write every size as a CSV row here")
-    p.add_argument("--plot", help="write a PNG plot here (needs lngb[plot])")
+    p.add_argument("--plot", help="write a PNG plot here (needs matplotlib: "
+                                  "pip install -e \".[plot]\")")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=sweep_command)
     for name, help_text in (("debug", "step through the kernel one instruction at a time"),
                             ("trace", "the kernel's instruction trace as text, JSON lines or "
-                                      "Chrome trace JSON")):
+                                      "Chrome trace JSON; --block-dim N: the operator's")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--shape", type=_shape, default=(1, 8, 8),
                        help="B,S,H (default 1,8,8: the documented example)")
@@ -301,8 +427,11 @@ def main(argv=None):
         _common_options(p)
     p.add_argument("--format", default="text", choices=["text", "jsonl", "chrome"],
                    help="chrome: open in Perfetto, one row per pipe at modelled times")
-    p.add_argument("--out", help="output file (default: stdout for text, trace.jsonl, "
-                                 "trace.json)")
+    p.add_argument("--out", help="output file, - for stdout (default: stdout for text, "
+                                 "trace.jsonl, trace.json)")
+    p.add_argument("--block-dim", type=int,
+                   help="trace the multi-core operator on this many cores (any size; a stream "
+                        "per core)")
     p.set_defaults(func=trace_command)
     sub.choices["debug"].add_argument("--commands", help="read debugger commands from this file")
     sub.choices["debug"].add_argument("--block-dim", type=int,
