@@ -33,8 +33,8 @@ class LayerNormGradResult(EmulationResult):
         self.pd_x, self.res_for_gamma = pd_x, res_for_gamma
         del self.pd_gamma, self.pd_beta
 
-    def __repr__(self):
-        return f"LayerNormGradResult(pd_x={self.pd_x!r}, res_for_gamma={self.res_for_gamma!r})"
+    def outputs(self):
+        return {"pd_x": self.pd_x, "res_for_gamma": self.res_for_gamma}
 
 
 def check_backward_inputs(api, arrays):
@@ -178,9 +178,8 @@ class BackwardResult(OperatorResult):
         super().__init__(pd_gamma, pd_beta, tiling, cores, plan, trace)
         self.pd_x = pd_x
 
-    def __repr__(self):
-        return (f"BackwardResult(pd_x=<{self.pd_x.shape} {self.pd_x.dtype}>, "
-                f"pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})")
+    def outputs(self):
+        return {"pd_x": self.pd_x, "pd_gamma": self.pd_gamma, "pd_beta": self.pd_beta}
 
 
 def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,

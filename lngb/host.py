@@ -54,8 +54,39 @@ class EmulationResult:
             self._tiling_copy = copy.copy(self._tiling)
         return self._tiling_copy
 
+    def outputs(self):
+        """{name: array} of the result's outputs (for repr and summary)."""
+        return {"pd_gamma": self.pd_gamma, "pd_beta": self.pd_beta}
+
     def __repr__(self):
-        return f"EmulationResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
+        outputs = ", ".join(f"{name}={preview(a)}" for name, a in self.outputs().items())
+        return f"{type(self).__name__}({self.core.product.name}, {outputs})"
+
+    def summary(self):
+        """A few lines: product, tiling, the outputs (abridged) and the modelled device time."""
+        lines = [f"{type(self).__name__} on {self.core.product.name}",
+                 f"tiling: {tiling_text(self._tiling)}"]
+        lines += [f"{name}: {preview(a)}" for name, a in self.outputs().items()]
+        return "\n".join(lines + [self.cost.summary()])
+
+
+def preview(array):
+    """An array in a few characters: a 1-D one's first and last values, else its shape."""
+    if array.ndim != 1:
+        return f"<{list(array.shape)} {array.dtype}>"
+    return np.array2string(array, threshold=6, edgeitems=3, precision=6, separator=", ")
+
+
+def tiling_text(t):
+    """A tiling's main fields in a line."""
+    if hasattr(t, "block_dim"):   # the multi-core operator's
+        return (f"block_dim={t.block_dim}, tiles of {t.tile_rows} x {t.tile_cols}, temp buffer "
+                f"{t.tmp_bytes} bytes per core")
+    if hasattr(t, "loopRound"):   # LayerNormGradBeta's
+        return (f"stackBufferSize={t.stackBufferSize} floats, oneCalSize={t.oneCalSize}, "
+                f"loopRound={t.loopRound}, inputTailSize={t.inputTailSize}, "
+                f"bsCurLength={t.bsCurLength}")
+    return type(t).__name__
 
 
 def check_threads(api, threads):
@@ -266,9 +297,6 @@ class OperatorResult(EmulationResult):
         self.pd_gamma, self.pd_beta, self._tiling, self._tiling_copy = pd_gamma, pd_beta, tiling, None
         self.cores, self.core, self.trace = cores, cores[0], trace
         self.plan, self._cost = plan, None
-
-    def __repr__(self):
-        return f"OperatorResult(pd_gamma={self.pd_gamma!r}, pd_beta={self.pd_beta!r})"
 
     def core_rows(self, c):
         """(phase 1 rows, phase 2 rows) core c executed: every instruction and event."""

@@ -138,6 +138,18 @@ class Cost:
     instructions: int     # rows that are instructions, not events
     clock_mhz: float
 
+    def __repr__(self):
+        return (f"Cost(cycles={self.cycles:g}, microseconds={self.microseconds:.3f}, "
+                f"instructions={self.instructions}, {len(self.timeline)} spans)")
+
+    def summary(self):
+        """A few lines: the modelled time and how busy each pipe was."""
+        busy = ", ".join(f"{pipe} {cycles:g} ({cycles / self.cycles:.0%})" if self.cycles else
+                         f"{pipe} {cycles:g}" for pipe, cycles in self.busy.items())
+        return (f"modelled device time: {self.cycles:g} cycles = {self.microseconds:.3f} us at "
+                f"{self.clock_mhz:g} MHz; {self.instructions} instructions\n"
+                f"busy: {busy}")
+
     def to_chrome_trace(self):
         """Chrome trace JSON (opens in Perfetto): one row per pipe, times in microseconds."""
         tids = {p.name: i for i, p in enumerate(Pipe)}
@@ -241,7 +253,7 @@ class _Timeline:
         self.free = {p: 0.0 for p in WORK_PIPES}       # the pipe is occupied until
         self.done = {p: 0.0 for p in WORK_PIPES}       # every issued instruction has completed at
         self.ready = {p: 0.0 for p in WORK_PIPES}      # barriers and waits: no start before
-        self.flags = {}
+        self.pending = {}   # SetFlags not waited for yet, by flag
         self.gm = _SharedPort()
         self.spans = [] if spans else None
         self.instructions = 0
@@ -260,7 +272,7 @@ class _Timeline:
 
     def feed_described(self, described):
         """Rows as CostModel.describe gives them."""
-        v, free, done, ready, flags = self.v, self.free, self.done, self.ready, self.flags
+        v, free, done, ready, flags = self.v, self.free, self.done, self.ready, self.pending
         t_s = self.t_s
         for rule, name, a, b, c in described:
             if rule == "none":
@@ -364,6 +376,24 @@ class OperatorCost:
     per_core: list
     clock_mhz: float
     gm_bytes_per_cycle: tuple  # what each core's MTE2/MTE3 got in each phase
+
+    def __repr__(self):
+        return (f"OperatorCost(cycles={self.cycles:g}, microseconds={self.microseconds:.3f}, "
+                f"phases=({', '.join(f'{p:g}' for p in self.phases)}), "
+                f"cores={len(self.per_core)})")
+
+    def summary(self):
+        """A few lines: the modelled time, its phases and their slowest cores."""
+        lines = [f"modelled device time: {self.cycles:g} cycles = {self.microseconds:.3f} us at "
+                 f"{self.clock_mhz:g} MHz on {len(self.per_core)} cores"]
+        for phase, what in ((0, "phase 1 (tiles, partials)"), (1, "phase 2 (reduction)")):
+            cycles = [costs[phase].cycles for costs in self.per_core]
+            slowest = int(np.argmax(cycles))
+            lines.append(f"{what}: {self.phases[2 * phase]:g} cycles (slowest core {slowest}), "
+                         f"GM {self.gm_bytes_per_cycle[phase]:.3g} bytes/cycle per core")
+            if phase == 0:
+                lines.append(f"SyncAll: {self.phases[1]:g} cycles")
+        return "\n".join(lines)
 
     def to_chrome_trace(self):
         """One process per core, one row per pipe; times in microseconds."""
