@@ -211,8 +211,18 @@ class Table:
             with self._lock:
                 if self._kernels is None:
                     self._kernels = _load(_generate(self.entries))
+                    if not _cached(self._kernels.execute):   # the first every run needs
+                        print("lngb: compiling kernels (first run only)...", file=sys.stderr)
                 kernels = self._kernels
         return kernels
+
+
+def _cached(function):
+    """Whether Numba's disk cache holds `function` already (its index file exists); a plain
+    Python function (NUMBA_DISABLE_JIT) needs no compiling."""
+    cache = getattr(function, "_cache", None)
+    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+    return index is None or os.path.exists(index)
 
 
 def _fingerprint(lane):
