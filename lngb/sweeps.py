@@ -499,7 +499,7 @@ def figure(rows):
         if not mine:
             continue
         colour, style = colours[product, dtype], styles[shapes.index(shape) % len(styles)]
-        label = f"{product} {_shape_text(shape)} {dtype}"
+        name = label = f"{product} {_shape_text(shape)} {dtype}"
         x_of = (lambda r: r.block_dim) if operator else (lambda r: r.stack_buffer_size)
         if operator:   # the best tile at each block_dim
             points = {}
@@ -523,7 +523,7 @@ def figure(rows):
         if measured:
             emulator_ax.plot([x_of(r) for r in measured],
                              [r.emulator_melem_per_s for r in measured], "o" + style,
-                             color=colour, label=label)
+                             color=colour, label=name)
             emulator_y += [r.emulator_melem_per_s for r in measured]
     device_ax.set_ylabel("modelled device time (us)")
     device_ax.set_title("modelled device time (lngb.cost)" + ("; the best tile per block_dim"
