@@ -299,13 +299,8 @@ def _kernel_inputs(args):
     return x, x
 
 
-def _json(value):
-    """What json.dumps makes of the numpy scalars and enums in trace records."""
-    return value.item() if isinstance(value, np.generic) else str(value)
-
-
 def trace_command(args):
-    from .observers.trace import chrome_trace, format_listing
+    from .observers.trace import chrome_trace, format_listing, jsonable
     dy, rfg = _kernel_inputs(args)
     result = _layer_norm_grad_beta(args, dy, rfg, trace=True)
     # the one-core trace is one stream; the operator's a stream per core
@@ -316,10 +311,10 @@ def trace_command(args):
     elif args.format == "jsonl":
         text = "".join(json.dumps(dict(record.to_dict(), **({} if args.block_dim is None
                                                               else {"core": c})),
-                                  default=_json) + "\n"
+                                  default=jsonable) + "\n"
                        for c, records in enumerate(streams) for record in records)
     elif args.block_dim is None:
-        text = json.dumps(chrome_trace(result.trace, result.cost), default=_json)
+        text = json.dumps(chrome_trace(result.trace, result.cost), default=jsonable)
     else:   # one process per core at the modelled times
         text = json.dumps(result.cost.to_chrome_trace())
     out = args.out or ("-" if args.format == "text" else

@@ -240,11 +240,12 @@ class PreparedOperator:
         return LayerNormGradBetaKernel(self.cores[c], self.tiling, c, self.gms[c], runner)
 
 
-def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None):
+def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None,
+                     tile_rows=None, tile_cols=None):
     api = "emulate_operator"
     check_inputs(input_dy, res_for_gamma, api)
     dtype = input_dy.dtype
-    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim)
+    tiling = operator_tiling(input_dy.shape, dtype, product, block_dim, tile_rows, tile_cols)
     ub_bytes = AICore.ub_bytes(tiling.product)
     ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)  # one block: zero pages on demand
     cores = [AICore(tiling.product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
@@ -258,10 +259,11 @@ def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode
 
 
 def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
-                     threads=None, mode=None, sat_mode=None):
+                     threads=None, mode=None, sat_mode=None, tile_rows=None, tile_cols=None):
     """Run the multi-core LayerNormGradBeta operator (lngb.kernels.multicore) on `block_dim`
     emulated vector cores (default: the product's, at most one per row) using `threads` OS
-    threads (default: the CPU count). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
+    threads (default: the CPU count); `tile_rows` / `tile_cols` override the tile
+    (operator_tiling). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
     `.tiling` (the OperatorTiling), `.cores`, `.trace` (per core, observed and checked modes),
     `.cost`.
 
@@ -269,7 +271,8 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
     """
     threads = check_threads("emulate_operator", threads)
     mode = resolve_mode("emulate_operator", mode)
-    run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode)
+    run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode,
+                           tile_rows, tile_cols)
     tiling, cores, gms = run.tiling, run.cores, run.gms
     plan = None
     if mode == "fast":

@@ -23,7 +23,7 @@ from .observers.cost import CostModel, check_overrides, phase_models
 from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
 from .vector_ops.program import EVENT, KIND
 from .files import write_file
-from .host import check_threads, emulate, free_temp_bytes, prepare_operator
+from .host import emulate, emulate_operator, free_temp_bytes
 from .core import AICore
 from .products import get_product
 from .kernels.multicore import LayerNormGradBetaKernel
@@ -372,18 +372,11 @@ def _measure_operator(rows, tilings, shape, dtype, measure, repeat, progress):
         for index in picks:
             row, t = rows[index], tilings[index]
             bar.set_postfix_str(_config_text(t), refresh=bar.n == 0)
-            row.emulator_us = _wall_us(lambda t=t: _run_operator(t, dy, rfg), repeat)
+            row.emulator_us = _wall_us(lambda t=t: emulate_operator(
+                dy, rfg, product=t.product, block_dim=t.block_dim, mode="fast",
+                tile_rows=t.tile_rows, tile_cols=t.tile_cols), repeat)
             row.emulator_melem_per_s = dy.size / row.emulator_us
             bar.update()
-
-
-def _run_operator(tiling, dy, rfg):
-    """emulate_operator's fast run with this tiling (its tile, not the default one)."""
-    run = prepare_operator(dy, rfg, tiling.product, tiling.block_dim, "fast")
-    run.tiling = tiling
-    plan = schedule.plan(("LayerNormGradBeta operator", tiling), run.cores, run.kernel)
-    schedule.replay(plan, run.cores, run.gms, check_threads("sweep_operator", None))
-    return run.output
 
 
 # --- rendering -------------------------------------------------------------------------------

@@ -78,12 +78,13 @@ def format_listing(records):
     return "\n".join(format_record(r) for r in records)
 
 
-def _jsonable(value):
+def jsonable(value):
+    """What json.dumps makes of the numpy scalars and enums in trace records."""
     return value.item() if isinstance(value, np.generic) else str(value)
 
 
 def write_jsonl(records, path):
-    write_file("trace", path, "".join(json.dumps(record.to_dict(), default=_jsonable) + "\n"
+    write_file("trace", path, "".join(json.dumps(record.to_dict(), default=jsonable) + "\n"
                                       for record in records))
 
 
@@ -109,5 +110,5 @@ def chrome_trace(records, cost=None):
 
 
 def write_chrome_trace(records, path, cost=None):
-    write_file("Chrome trace", path, json.dumps(chrome_trace(records, cost), default=_jsonable))
+    write_file("Chrome trace", path, json.dumps(chrome_trace(records, cost), default=jsonable))
 
