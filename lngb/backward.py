@@ -4,6 +4,7 @@ LayerNormGradBeta per tile on many cores over GM. Both read the caller's arrays 
 them; outputs are new arrays."""
 import numpy as np
 
+from .arguments import check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
 from .host import EmulationResult, OperatorResult, check_threads
@@ -132,12 +133,8 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     reuse = check_flag(api, "is_reuse_source", is_reuse_source)
     trace = check_flag(api, "trace", trace)
     if stack_buffer_size is not None:
-        if isinstance(stack_buffer_size, (bool, np.bool_)) or not isinstance(
-                stack_buffer_size, (int, np.integer)) or stack_buffer_size < 0:
-            raise InvalidArgumentError(f"{api}: stack_buffer_size must be a number of bytes "
-                                       f"(an int >= 0), got {stack_buffer_size!r}")
-        stack_buffer_size = int(stack_buffer_size)
-    eps = epsilon_value(epsilon, input_dy.dtype)
+        stack_buffer_size = check_int(api, "stack_buffer_size (bytes)", stack_buffer_size, lo=0)
+    eps = epsilon_value(epsilon, input_dy.dtype, api)
     mode = resolve_mode(api, mode)
     core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
@@ -196,12 +193,11 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
     check_backward_inputs(api, arrays)
     threads = check_threads(api, threads)
     dtype, (b, s, h) = input_dy.dtype, input_dy.shape
-    eps = epsilon_value(epsilon, dtype)
+    eps = epsilon_value(epsilon, dtype, api)
     product = get_product(product)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows)):
-        if value is not None and (isinstance(value, (bool, np.bool_))
-                                  or not isinstance(value, (int, np.integer))):
-            raise InvalidArgumentError(f"{api}: {name} must be an integer or None, got {value!r}")
+        if value is not None:
+            check_int(api, f"{name} (an integer or None)", value)
     tiling = backward_tiling((b, s, h), dtype, product, block_dim, tile_rows, float(eps))
     at = tiling.layout()
     params = np.zeros(at["params"], np.uint8)

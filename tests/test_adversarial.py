@@ -97,11 +97,30 @@ def test_operator_arguments():
         lngb.operator_tiling((8, 64), F32, "atlas-a2")
 
 
+def test_backward_arguments_that_numpy_counts_as_integers_are_refused():
+    x, v, g = np.ones((1, 8, 16), F32), np.ones((1, 8), F32), np.ones(16, F32)
+    for kwargs, name in ((dict(block_dim=np.timedelta64(2)), "block_dim"),
+                         (dict(tile_rows=True), "tile_rows"),
+                         (dict(epsilon=np.timedelta64(1)), "epsilon")):
+        with pytest.raises(InvalidArgumentError, match=f"emulate_layer_norm_backward: {name}"):
+            lngb.emulate_layer_norm_backward(x, x, v, v, g, **kwargs)
+    for kwargs, name in ((dict(stack_buffer_size=np.timedelta64(2)), "stack_buffer_size"),
+                         (dict(stack_buffer_size=-1), "stack_buffer_size"),
+                         (dict(epsilon=10**400), "epsilon")):
+        with pytest.raises(InvalidArgumentError, match=f"emulate_layer_norm_grad: {name}"):
+            lngb.emulate_layer_norm_grad(x, x, v, v, g, **kwargs)
+
+
 def test_a_huge_broadcast_input_is_refused_before_any_copy():
     a = np.broadcast_to(np.float32(1), (2**20, 2**20, 2**10))
     start = time.perf_counter()
     with pytest.raises(CapacityError, match="would have to be copied"):
         lngb.emulate_operator(a, a)
+    with pytest.raises(CapacityError, match="input 0 needs 4398046511104 bytes"):
+        lngb.simulate_kernel(lambda *gm: None, np.broadcast_to(F32(0), (2**20, 2**20)),
+                             outputs=[])
+    with pytest.raises(CapacityError, match="output 0 needs"):
+        lngb.simulate_kernel(lambda *gm: None, outputs=[((2**30, 2**30), F32)])
     assert time.perf_counter() - start < 5
 
 

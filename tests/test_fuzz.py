@@ -198,6 +198,17 @@ POOL = (
          lambda c: dataclasses.replace(lngb.GetLayerNormGradBetaNDTilingInfo((1, 8, 8), 64, 4,
                                                                              False),
                                        hLength=2**32 - 1)),
+        ("LayerNormGradTiling()", lambda c: lngb.LayerNormGradTiling()),
+        ("lng_tiling((1, 24, 16), 6144, 4)",
+         lambda c: lngb.GetLayerNormGradNDTilingInfo((1, 24, 16), 6144, 4, False)),
+        ("lng_tiling((1, 24, 16), 4608, 2)",
+         lambda c: lngb.GetLayerNormGradNDTilingInfo((1, 24, 16), 4608, 2, False)),
+        ("lng_tiling((1, 8, 16), 2**20, 4)",
+         lambda c: lngb.GetLayerNormGradNDTilingInfo((1, 8, 16), 2**20, 4, False)),
+        ("lng_tiling((1, 24, 16), 128, 4, product='atlas-350')",
+         lambda c: lngb.GetLayerNormGradNDTilingInfo((1, 24, 16), 128, 4, False,
+                                                     product="atlas-350")),
+        ("LayerNormGradShapeInfo('NZ')", lambda c: lngb.LayerNormGradShapeInfo("NZ")),
         ("<f32[256] on another core>", lambda c: c.other_tensor(256, F32)),
         ("<f16[128] on another core>", lambda c: c.other_tensor(128, F16)),
         ("<f32[256]>", lambda c: c.scratch(F32)),
@@ -302,8 +313,9 @@ class Call:
     """fn(*args, **kwargs); `fixed`: positional arguments that are the receiver (never replaced,
     their struct fields may be); `cores`: cores to check beyond those of the arguments;
     `gm_dst`: a DataCopy (a GlobalTensor destination may be written on success); `enter`: run
-    inside `with core:`; `cleanup`: run after the call; `predicates`: arguments that may be
-    predicates (a callable put there is wrapped so that what it raises is not lngb's doing)."""
+    inside `with core:`; `cleanup`: run after the call; `predicates`: arguments that are the
+    caller's callables, predicates or kernels (a callable put there is wrapped so that what it
+    raises is not lngb's doing)."""
     name: str
     fn: object
     args: list
@@ -371,10 +383,11 @@ class Call:
 
 
 def _predicate(fn):
-    """fn as a predicate whose own exceptions (a type called with a record, ...) mean False."""
-    def predicate(record):
+    """fn as a predicate (or kernel) whose own exceptions (a type called with a record, ...) mean
+    False."""
+    def predicate(*args):   # a hook or predicate gets a record; a kernel its GlobalTensors
         try:
-            return bool(fn(record))
+            return bool(fn(*args))
         except Exception:  # noqa: BLE001 - the caller's callable, not lngb
             return False
     return predicate
@@ -858,6 +871,128 @@ def _layer_norm_grad_beta(ctx):
     return Call("lngb.LayerNormGradBeta", lngb.LayerNormGradBeta, args, kwargs)
 
 
+LNG_SHAPE = (1, 24, 16)   # with the host's minimum buffer: a full chunk and a shorter tail
+
+
+def _lng_tiling(ctx, dtype, reuse):
+    """LayerNormGrad's tiling for LNG_SHAPE with the host's minimum buffer on ctx.product, and
+    the temp bytes its kernel touches (more than the buffer: the host rounds rows up)."""
+    size, product = dtype.itemsize, ctx.product
+    _, min_bytes = lngb.GetLayerNormGradMaxMinTmpSize(LNG_SHAPE, size, reuse, product=product)
+    tiling = lngb.GetLayerNormGradNDTilingInfo(LNG_SHAPE, min_bytes, size, reuse,
+                                               product=product)
+    if product == "atlas-350":
+        touched = lngb.kernels.layer_norm_grad.regbase_tmp_bytes(tiling, size, reuse)
+    else:
+        touched = lngb.kernels.tiling.layer_norm_grad_tmp_bytes(tiling, size)
+    return tiling, max(touched, min_bytes, 32)
+
+
+@target("LayerNormGrad", 150)
+def _layer_norm_grad(ctx):
+    dtype = _floats(ctx)
+    reuse = ctx.pick([False, True], "is_reuse_source")
+    b, s, h = LNG_SHAPE
+    pdx, rfg, dy, x = (ctx.t(LNG_SHAPE, dtype) for _ in range(4))
+    var, mean = (ctx.t(max(b * s, 32 // dtype.itemsize), dtype) for _ in range(2))
+    gamma = ctx.t(h, dtype)
+    tiling, tmp_bytes = _lng_tiling(ctx, dtype, reuse)
+    args = [pdx, rfg, dy, x, var, mean, gamma]
+    if ctx.pick(["shared tmp", "framework tmp"], "overload") == "shared tmp":
+        args.append(ctx.t(tmp_bytes, np.uint8))
+    args += [1e-5, tiling]
+    if ctx.pick([False, True], "shapeInfo given"):
+        args.append(lngb.LayerNormGradShapeInfo())
+    return Call("lngb.LayerNormGrad", lngb.LayerNormGrad, args, {"is_reuse_source": reuse})
+
+
+@target("GetLayerNormGradMaxMinTmpSize", 60)
+def _lng_max_min(ctx):
+    return Call("lngb.GetLayerNormGradMaxMinTmpSize", lngb.GetLayerNormGradMaxMinTmpSize,
+                [LNG_SHAPE, 4, False], {"product": ctx.product, "strict": True})
+
+
+@target("GetLayerNormGradNDTilingInfo", 60)
+def _lng_nd_tiling(ctx):
+    return Call("lngb.GetLayerNormGradNDTilingInfo", lngb.GetLayerNormGradNDTilingInfo,
+                [LNG_SHAPE, 6144, 4, False], {"product": ctx.product, "strict": True})
+
+
+@target("LayerNormGradTiling.from_bytes", 40)
+def _lng_from_bytes(ctx):
+    data = lngb.GetLayerNormGradNDTilingInfo(LNG_SHAPE, 6144, 4, False).to_bytes()
+    return Call("lngb.LayerNormGradTiling.from_bytes", lngb.LayerNormGradTiling.from_bytes, [data])
+
+
+@target("LayerNormGradTiling.to_bytes", 60)
+def _lng_to_bytes(ctx):
+    t = lngb.GetLayerNormGradNDTilingInfo(LNG_SHAPE, 6144, 4, False)
+    return Call("LayerNormGradTiling.to_bytes", lngb.LayerNormGradTiling.to_bytes, [t],
+                fixed=(0,))
+
+
+def _backward_inputs(dtype, shape):
+    b, s, h = shape
+    x = (np.arange(b * s * h) % 7).astype(dtype).reshape(shape)
+    var, mean = np.full((b, s), 2.0, dtype), np.full((b, s), 3.0, dtype)
+    return [x[..., ::-1].copy(), x, var, mean, np.linspace(-1, 1, h).astype(dtype)]
+
+
+@target("emulate_layer_norm_grad", 80)
+def _emulate_layer_norm_grad(ctx):
+    return Call("lngb.emulate_layer_norm_grad", lngb.emulate_layer_norm_grad,
+                _backward_inputs(_floats(ctx), (1, 8, 16)),
+                {"epsilon": 1e-5, "product": ctx.product, "is_reuse_source": False,
+                 "stack_buffer_size": None, "mode": ctx.mode, "trace": False, "sat_mode": None})
+
+
+@target("emulate_layer_norm_backward", 60)
+def _emulate_layer_norm_backward(ctx):
+    return Call("lngb.emulate_layer_norm_backward", lngb.emulate_layer_norm_backward,
+                _backward_inputs(_floats(ctx), (1, 8, 16)),
+                {"epsilon": 1e-5, "product": ctx.product, "block_dim": 2, "tile_rows": None,
+                 "threads": 1, "mode": ctx.mode, "sat_mode": None})
+
+
+def _add_kernel(*tensors):
+    """z = x + y on 64 floats, each core its share (a user's kernel for simulate_kernel); with
+    other than three GlobalTensors it does nothing."""
+    if len(tensors) != 3:
+        return
+    x, y, z = tensors
+    n = 64 // lngb.GetBlockNum()
+    start = lngb.GetBlockIdx() * n
+    core = lngb.current_core()
+    a, b = core.alloc(n, F32), core.alloc(n, F32)
+    DataCopy(a, x[start], n)
+    DataCopy(b, y[start], n)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    V.Add(a, a, b, n)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(z[start], a, n)
+
+
+def _simulate_kernel_one_output(kernel, x, y, output, **kwargs):
+    """simulate_kernel with outputs=[output], so that the fuzz reaches the output itself."""
+    return lngb.simulate_kernel(kernel, x, y, outputs=[output], **kwargs)
+
+
+@target("simulate_kernel", 80)
+def _simulate_kernel(ctx):
+    x = np.arange(64, dtype=np.float32)
+    kwargs = {"product": ctx.product, "block_dim": ctx.pick([1, 2], "block_dim"),
+              "mode": ctx.mode, "threads": None}
+    if ctx.pick(["outputs", "one output"], "form") == "outputs":
+        return Call("lngb.simulate_kernel", lngb.simulate_kernel, [_add_kernel, x, x * 0.5],
+                    {"outputs": [((64,), np.float32)], **kwargs}, predicates=(0,))
+    output = ctx.pick([((64,), np.float32), "array"], "output")
+    output = np.zeros(64, np.float32) if output == "array" else output
+    return Call("lngb.simulate_kernel(outputs=[output])", _simulate_kernel_one_output,
+                [_add_kernel, x, x * 0.5, output], kwargs, predicates=(0,))
+
+
 SEED = np.arange(128, dtype=np.float32).reshape(1, 8, 16)
 OPERATOR_INPUT = (np.arange(8 * 64, dtype=np.float32) % 7).reshape(1, 8, 64)
 
@@ -982,6 +1117,8 @@ NO_ARGUMENTS = {
     "hook-handle.remove": lambda ctx: Call("handle.remove",
                                            ctx.core.register_hook(lambda r: None).remove, []),
     "lngb.cache_info": lambda ctx: Call("lngb.cache_info", lngb.cache_info, []),
+    "lngb.GetBlockIdx": lambda ctx: Call("lngb.GetBlockIdx", lngb.GetBlockIdx, []),
+    "lngb.GetBlockNum": lambda ctx: Call("lngb.GetBlockNum", lngb.GetBlockNum, []),
     "lngb.clear_caches": lambda ctx: Call("lngb.clear_caches", lngb.clear_caches, []),
     "Debugger.run": lambda ctx: (lambda d: Call("Debugger.run", d.run, [], cores=(d.core,)))(
         _fresh_debugger(ctx)),

@@ -2,6 +2,8 @@
 bit on every product, dtype, reuse mode and temp size; CANN's instruction lists (§4.8); the
 temp-buffer overrun (§3.5); isReuseSource's side effects (§4.6, §5.3); CPU-debug checks (§6.1);
 CANN's kernel unit tests (§6.3); special values (§7.3); the documentation's example (§7.2)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -413,6 +415,26 @@ def test_cpu_debug_checks():
             is_reuse_source=1)
     odd = GetLayerNormGradNDTilingInfo((1, 8, 16, 12), s.tmp.nbytes, 4, False)
     rejects(s, lngb.InvalidArgumentError, r"storage H \(16\) != original H \(12\)", *args[:9], odd)
+
+
+def test_tilings_the_kernel_cannot_use_are_refused_before_any_instruction():
+    """Fields that are not uint32, and temp blocks or chunks the kernel would fail on half-way
+    (misaligned, smaller than a chunk, past the UB), are refused up front."""
+    s = Setup((1, 24, 16), F32)
+    args = [s.pd_x, s.rfg, s.dy, s.x, s.var, s.mean, s.gamma, s.tmp, 1e-5]
+    chunk = max(s.tiling.oneCalSize, s.tiling.tailSize)
+    for changes, error, match in (
+            (dict(hLength=-1), lngb.InvalidArgumentError, r"tiling.hLength = -1 is out of the "
+                                                          "uint32 range"),
+            (dict(bLength=1.0), lngb.InvalidArgumentError, "tiling.bLength must be an integer"),
+            (dict(x1TensorPos=s.tiling.x1TensorPos + 4), lngb.AlignmentError,
+             "tiling.x1TensorPos = .* not a whole number of 32-byte blocks"),
+            (dict(x2TensorSize=chunk - 8), lngb.InvalidArgumentError,
+             f"tiling.x2TensorSize = {chunk - 8} floats, but the kernel uses {chunk}"),
+            (dict(x3TensorPos=2**26), lngb.OutOfBoundsError, "past the end of the UB")):
+        rejects(s, error, match, *args, dataclasses.replace(s.tiling, **changes))
+    with pytest.raises(lngb.InvalidArgumentError, match="tiling must be a LayerNormGradTiling"):
+        LayerNormGrad(*args, s.tiling.to_bytes())
 
 
 def test_data_type_check():

@@ -11,15 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arguments import is_real
 from ..errors import (AlignmentError, HazardError, InvalidArgumentError, OutOfBoundsError,
                       check_flag)
+from ..runtime.recording import runs_live
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Brcb,
                           BrcbRepeatParams, Cast, DataCopy, Div, Duplicate, DuplicateLane,
                           HardEvent, MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetFlag,
                           SetMaskCount, SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
                           WaitFlag, WholeReduceSum)
-from .tiling import LayerNormGradTiling, layer_norm_grad_tmp_bytes
+from .tiling import (LNG_BLOCKS, LayerNormGradTiling, layer_norm_grad_blocks,
+                     layer_norm_grad_largest_chunk, layer_norm_grad_tmp_bytes)
 
 API = "LayerNormGrad"
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -48,11 +51,13 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
     if not isinstance(inputDy, LocalTensor):
         raise InvalidArgumentError(f"{API}: inputDy must be a LocalTensor")
     core = inputDy.core
-    shared_tmp, rest = (args[0], args[1:]) if args and isinstance(args[0], LocalTensor) else (
-        None, args)
-    if len(rest) not in (2, 3):
+    if len(args) not in (2, 3, 4):
         raise TypeError(f"{API} takes (outputPdX, resForGamma, inputDy, inputX, inputVariance, "
                         "inputMean, inputGamma[, sharedTmpBuffer], epsilon, tiling[, shapeInfo])")
+    # three trailing arguments: (epsilon, tiling, shapeInfo) or (sharedTmpBuffer, epsilon, tiling)
+    has_tmp = len(args) == 4 or (len(args) == 3 and not is_real(args[0])
+                                 and not isinstance(args[2], LayerNormGradShapeInfo))
+    shared_tmp, rest = (args[0], args[1:]) if has_tmp else (None, args)
     epsilon, tiling = rest[:2]
     shape_info = rest[2] if len(rest) == 3 else LayerNormGradShapeInfo()
     if shared_tmp is None:  # the framework-allocated overload: CANN's PopStackBuffer
@@ -62,44 +67,68 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
     for name, t in zip(NAMES, tensors):
         if not isinstance(t, LocalTensor) or t.core is not core:
             raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
-    if not isinstance(tiling, LayerNormGradTiling):
-        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradTiling")
+    _check_dtypes(tensors)
+    tiling = LayerNormGradTiling.checked(API, tiling)
     if not isinstance(shape_info, LayerNormGradShapeInfo):
         raise InvalidArgumentError(f"{API}: shapeInfo must be a LayerNormGradShapeInfo")
+    data_format = shape_info.dataFormat
+    if not (isinstance(data_format, str) and data_format == "ND"):
+        raise InvalidArgumentError(f"[{API}] Only support ND data format (shapeInfo.dataFormat "
+                                   f"is {data_format!r}).")
     reuse = check_flag(API, "is_reuse_source", is_reuse_source)
     eps = epsilon_value(epsilon, inputDy.dtype)
+    dtype = inputDy.dtype
+    regbase = core.product.kernel_path == "regbase"
 
     def kernel():
-        _check(core, tensors, tiling, shape_info, reuse)
-        dtype = inputDy.dtype
+        _check(core, tensors, tiling, reuse)
         if reuse and dtype == F16:
             core.warn(f"[{API}] The parameter of isReuseSource is true, may not be effective.")
-        regbase = core.product.kernel_path == "regbase"
         _check_temp_footprint(core, shared_tmp, tiling, dtype, reuse, regbase)
         path = _regbase_path if regbase else _common_path
         path(core, tiling, tensors[:7], shared_tmp.ReinterpretCast(F32), eps,
              reuse and dtype == F32)
 
-    key = (API, tensors, tiling, int(eps.view(np.uint32)), reuse, shape_info.dataFormat)
+    key = (API, tensors, tiling, int(eps.view(np.uint32)), reuse)
     with core:
-        core.run_recorded(key, kernel)
+        core.run_recorded(key, kernel, dry_run_first=runs_live(core) and _unusual(
+            tensors, tiling, dtype, reuse, regbase))
 
 
-def epsilon_value(value, dtype):
+def epsilon_value(value, dtype, api=API):
     """epsilon as the kernel uses it: a T (half: rounded to half), widened exactly to fp32."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
-                                                                    np.floating)):
-        raise InvalidArgumentError(f"{API}: epsilon must be a number, got {value!r}")
-    with np.errstate(over="ignore"):
-        return np.float32(np.array(value, dtype=dtype))
+    if not is_real(value):
+        raise InvalidArgumentError(f"{api}: epsilon must be a number (an int or a float), got "
+                                   f"{value!r}")
+    try:
+        with np.errstate(over="ignore"):
+            return np.float32(np.array(value, dtype=dtype))
+    except OverflowError:   # an int beyond every float
+        raise InvalidArgumentError(f"{api}: epsilon must be a number a float can hold, got "
+                                   f"{value!r}") from None
+
+
+def _unusual(tensors, tiling, dtype, reuse, regbase):
+    """Tensors that share bytes (the temp buffer as far as the kernel touches it), or temp blocks
+    that overlap, may make an instruction reject its operands (a partial overlap) half-way
+    through a live run: only a dry run of the kernel can tell."""
+    touched = _temp_touched(tiling, dtype, reuse, regbase)
+    spans = sorted([(t.address, t.address + t.nbytes) for t in tensors[:7]]
+                   + [(tensors[7].address, tensors[7].address + max(tensors[7].nbytes, touched))])
+    if regbase:
+        blocks = []
+    else:
+        chunk = layer_norm_grad_largest_chunk(tiling)
+        blocks = sorted((pos, pos + chunk) for _, pos, _ in _used_blocks(tiling, dtype, reuse))
+    return any(start < end for sorted_spans in (spans, blocks)
+               for (_, end), (start, _) in zip(sorted_spans, sorted_spans[1:]))
 
 
 # --- checks (spec §6.1: CANN's CPU-debug checks, plus what the kernel needs of its arguments) ----
 
-def _check(core, tensors, tiling, shape_info, reuse):
-    pdx, rfg, dy, x, var, mean, gamma, tmp = tensors
-    data = tensors[:7]
-    dtype = dy.dtype
+def _check_dtypes(tensors):
+    data, tmp = tensors[:7], tensors[7]
+    dtype = data[2].dtype
     if dtype not in (F16, F32) or any(t.dtype != dtype for t in data):
         raise InvalidArgumentError(
             f"[{API}] The data type of the template parameter is incorrect, template parameter "
@@ -107,6 +136,14 @@ def _check(core, tensors, tiling, shape_info, reuse):
     if tmp.dtype != np.uint8:
         raise InvalidArgumentError(f"{API}: sharedTmpBuffer must be a uint8 LocalTensor "
                                    "(use .ReinterpretCast(np.uint8))")
+
+
+def _check(core, tensors, tiling, reuse):
+    """CANN's CPU-debug checks, and that every tensor, chunk and temp block holds what the
+    tiling makes the kernel touch; the instructions' own checks run in the same dry run."""
+    pdx, rfg, dy, x, var, mean, gamma, tmp = tensors
+    data = tensors[:7]
+    dtype = dy.dtype
     for name, t in zip(NAMES, tensors):
         if t.position not in API_POSITIONS:
             raise InvalidArgumentError(
@@ -129,16 +166,16 @@ def _check(core, tensors, tiling, shape_info, reuse):
     if gamma.nbytes % 32:
         raise AlignmentError(f"[{API}] The inputGamma length is {gamma.size}, should be 32B "
                              "aligned.")
-    if shape_info.dataFormat != "ND":
-        raise InvalidArgumentError(f"[{API}] Only support ND data format.")
     if tmp.nbytes < tiling.stackBufferSize:
         raise InvalidArgumentError(
             f"{API}: Stack buffer size not enough. sharedTmpBuffer has {tmp.nbytes} bytes, "
             f"tiling.stackBufferSize is {tiling.stackBufferSize} (both in bytes)")
     _check_tiling(core, tiling, dtype)
     _check_extents(tiling, data)
-    if reuse and dtype == F32 and core.product.kernel_path == "common":
-        _check_reuse_aliasing(core, pdx, dy, x, tiling)
+    if core.product.kernel_path == "common":
+        _check_chunks(core, tiling, tmp, dtype, reuse)
+        if reuse and dtype == F32:
+            _check_reuse_aliasing(core, pdx, dy, x, tiling)
 
 
 def _check_tiling(core, t, dtype):
@@ -173,6 +210,53 @@ def _check_extents(t, data):
                                        f"({t.bLength} x {t.sLength} x {h}) needs {need}")
 
 
+def _chunks(t):
+    """(first element, first row, elements, rows) of each chunk of the common kernel: loopNum
+    chunks of oneCalSize elements, then the tail."""
+    chunks = [(k * t.oneCalSize, k * t.nohCalSize, t.oneCalSize, t.nohCalSize)
+              for k in range(t.loopNum)]
+    if t.tailSize:
+        chunks.append((t.loopNum * t.oneCalSize, t.loopNum * t.nohCalSize, t.tailSize,
+                       t.nohTailSize))
+    return chunks
+
+
+def _used_blocks(tiling, dtype, reuse):
+    """(name, position, size) of each temp block the common kernel uses, in floats."""
+    return [(name, getattr(tiling, name + "Pos"), getattr(tiling, name + "Size"))
+            for name in layer_norm_grad_blocks(dtype.itemsize, reuse)]
+
+
+def _check_chunks(core, t, tmp, dtype, reuse):
+    """Each chunk of the common kernel starts 32-byte aligned in every tensor (its data rows do:
+    H fills whole blocks; its inputVariance / inputMean rows need nohCalSize to), and each temp
+    block it uses starts 32-byte aligned, holds the largest chunk and lies inside the UB, so
+    that no instruction fails half-way through."""
+    for _, row, _, _ in _chunks(t):
+        if row * dtype.itemsize % 32:
+            raise AlignmentError(
+                f"{API}: the tiling makes a chunk start at inputVariance[{row}] and "
+                f"inputMean[{row}], {row * dtype.itemsize} bytes in: not a whole number of "
+                f"32-byte blocks (nohCalSize = {t.nohCalSize}); compute the tiling with "
+                "GetLayerNormGradNDTilingInfo")
+    chunk = layer_norm_grad_largest_chunk(t)
+    for name, pos, size in _used_blocks(t, dtype, reuse):
+        if pos % 8:
+            raise AlignmentError(f"{API}: tiling.{name}Pos = {pos} floats is {4 * pos} bytes into "
+                                 "sharedTmpBuffer: not a whole number of 32-byte blocks")
+        if size < chunk:
+            raise InvalidArgumentError(
+                f"{API}: tiling.{name}Size = {size} floats, but the kernel uses {chunk} of the "
+                f"block (its largest chunk); compute the tiling with GetLayerNormGradNDTilingInfo")
+        if tmp.address + 4 * (pos + size) > core.ub_size:
+            raise OutOfBoundsError(
+                f"{API}: tiling.{name}Pos = {pos} and {name}Size = {size} put the block at UB "
+                f"bytes [{tmp.address + 4 * pos}, {tmp.address + 4 * (pos + size)}), past the "
+                f"end of the UB ({core.ub_size} bytes)")
+    if core.product.arch != 2201 or any(rows % 8 for _, _, _, rows in _chunks(t)):
+        _fetch_event_id(core, HardEvent.V_S)   # the scalar broadcast needs a free V_S event id
+
+
 def _check_reuse_aliasing(core, pdx, dy, x, t):
     """With isReuseSource the float kernel keeps x1 in inputDy and x2 in inputX while it uses
     outputPdX as scratch: outputPdX must share no byte with either (spec §4.6, derived)."""
@@ -194,13 +278,18 @@ def regbase_tmp_bytes(tiling, dtype_size, reuse):
     return 0 if reuse and dtype_size == 4 else 2 * 4 * (-(-tiling.hLength // 8) * 8)
 
 
+def _temp_touched(tiling, dtype, reuse, regbase):
+    """Bytes of sharedTmpBuffer the kernel touches with this tiling."""
+    return (regbase_tmp_bytes(tiling, dtype.itemsize, reuse) if regbase
+            else layer_norm_grad_tmp_bytes(tiling, dtype.itemsize, reuse))
+
+
 def _check_temp_footprint(core, tmp, tiling, dtype, reuse, regbase):
     """The kernel touches what its tiling says, whatever sharedTmpBuffer's size: CANN's host
     rounds rows per chunk up to 8 (float) / 16 (half), so that can be more than the buffer (spec
     §3.5). The device would write past it: so do we (a LngbWarning says so; a HazardError in
     checked mode), but never past the UB."""
-    touched = (regbase_tmp_bytes(tiling, dtype.itemsize, reuse) if regbase
-               else layer_norm_grad_tmp_bytes(tiling, dtype.itemsize))
+    touched = _temp_touched(tiling, dtype, reuse, regbase)
     if tmp.address + touched > core.ub_size:
         raise OutOfBoundsError(
             f"{API}: with this tiling the kernel touches {touched} bytes of temp space from UB "
@@ -240,22 +329,16 @@ def _block(stack, pos, size):
 
 
 def _blocks(stack, t):
-    names = ("tmpTensorBSH", "pdVarTensor", "pdMeanTensor", "x1Tensor", "x2Tensor", "x3Tensor",
-             "tmpTensor", "tmpTensor1", "tmpTensor2")
-    return _Blocks(*(_block(stack, getattr(t, n + "Pos"), getattr(t, n + "Size")) for n in names))
+    return _Blocks(*(_block(stack, getattr(t, n + "Pos"), getattr(t, n + "Size"))
+                     for n in LNG_BLOCKS))
 
 
 def _common_path(core, t, tensors, stack, eps, reuse):
     """LayerNormGradComputeND (L482-505): full chunks of oneCalSize elements, then the tail."""
     pdx, rfg, dy, x, var, mean, gamma = tensors
     blocks = _blocks(stack, t)
-    chunks = [(k * t.oneCalSize, k * t.nohCalSize, t.oneCalSize, t.nohCalSize)
-              for k in range(t.loopNum)]
-    if t.tailSize:
-        chunks.append((t.loopNum * t.oneCalSize, t.loopNum * t.nohCalSize, t.tailSize,
-                       t.nohTailSize))
     process = _compute_process_half if dy.dtype == F16 else _compute_process_float
-    for off0, off1, cal, rows in chunks:
+    for off0, off1, cal, rows in _chunks(t):
         chunk = _Chunk(core, t.hLength, cal, rows, t.one_over_h, t.two_over_h, eps)
         process(chunk, blocks, pdx[off0], rfg[off0], dy[off0], x[off0], var[off1], mean[off1],
                 gamma, reuse)

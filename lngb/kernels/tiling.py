@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import struct
 
 import numpy as np
 
+from ..arguments import is_int
 from ..errors import InvalidArgumentError, TilingError, check_flag, warn
 from ..products import get_product
 
@@ -51,6 +51,16 @@ class _Struct:
                                        f"({size // 4} uint32), got {view.nbytes}")
         return cls(*struct.unpack(cls._format(), view.tobytes()))
 
+    @classmethod
+    def checked(cls, api, tiling):
+        """`tiling` as a new `cls` of plain ints, every field checked to be a uint32 integer
+        (what a kernel reads), before a kernel uses any."""
+        if not isinstance(tiling, cls):
+            raise InvalidArgumentError(f"{api}: tiling must be a {cls.__name__}, got "
+                                       f"{type(tiling).__name__}")
+        return cls(*(_uint32(f"{api}: tiling.{f.name}", getattr(tiling, f.name))
+                     for f in dataclasses.fields(cls)))
+
 
 @dataclasses.dataclass
 class LayerNormGradBetaTiling(_Struct):
@@ -79,13 +89,11 @@ class LayerNormGradBetaTiling(_Struct):
 
 
 def _uint32(name, value) -> int:
-    """An int in [0, 2**32): rejects bools, floats, negatives and overflow."""
-    if isinstance(value, bool):
-        raise InvalidArgumentError(f"{name} must be an integer, got bool {value!r}")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
+    """An int in [0, 2**32): rejects what arguments.is_int does (bools, floats, enum members,
+    np.timedelta64, ...), negatives and overflow."""
+    if not is_int(value):
+        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
+    v = int(value)
     if not 0 <= v <= _U32:
         raise InvalidArgumentError(f"{name} = {v} is out of the uint32 range [0, 4294967295]")
     return v
@@ -229,6 +237,18 @@ _LNG = "LayerNormGrad"
 # Temp blocks of `oneCalSize` floats (TH L22-32): half 9, float 6, float reusing inputDy/inputX 4;
 # the Ascend 950 kernel needs two fp32 rows (x1, x2).
 _HALF_BUFS, _FLOAT_BUFS, _REUSE_FLOAT_BUFS, _REGBASE_ROWS = 9, 6, 4, 2
+LNG_BLOCKS = ("tmpTensorBSH", "pdVarTensor", "pdMeanTensor", "x1Tensor", "x2Tensor", "x3Tensor",
+              "tmpTensor", "tmpTensor1", "tmpTensor2")
+
+
+def layer_norm_grad_blocks(typeSize, isReuseSource):
+    """The temp blocks the A2/A3/310P kernel uses, in the host's order of positions: float with
+    isReuseSource keeps x1 and x2 in inputDy and inputX; half needs tmpTensor, tmpTensor1 and
+    tmpTensor2 too (spec §3.4)."""
+    if typeSize == 2:
+        return LNG_BLOCKS
+    return LNG_BLOCKS[:3] + (("x3Tensor",) if isReuseSource and typeSize == 4
+                             else LNG_BLOCKS[3:6])
 
 
 @dataclasses.dataclass
@@ -354,14 +374,9 @@ def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSou
         noh = -(-(one // H) // block) * block
         one = (noh * H) & _U32
     log.done()
-    reuse = isReuseSource and typeSize == 4
-    blocks = ["tmpTensorBSH", "pdVarTensor", "pdMeanTensor"]
-    blocks += ["x3Tensor"] if reuse else ["x1Tensor", "x2Tensor", "x3Tensor"]
-    blocks += ["tmpTensor", "tmpTensor1", "tmpTensor2"] if typeSize == 2 else []
-    positions = {f"{name}Pos": (k * one) & _U32 for k, name in enumerate(blocks)}
-    sizes = {f"{name}Size": one for name in ("tmpTensorBSH", "pdVarTensor", "pdMeanTensor",
-                                             "x1Tensor", "x2Tensor", "x3Tensor", "tmpTensor",
-                                             "tmpTensor1", "tmpTensor2")}
+    positions = {f"{name}Pos": (k * one) & _U32
+                 for k, name in enumerate(layer_norm_grad_blocks(typeSize, isReuseSource))}
+    sizes = {f"{name}Size": one for name in LNG_BLOCKS}
     with np.errstate(divide="ignore"):
         inv = np.float32(1.0) / np.float32(Ho), np.float32(2.0) / np.float32(Ho)
     return LayerNormGradTiling(
@@ -371,10 +386,16 @@ def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSou
         lastDimValueBack=_bits_of_f32(inv[0]), lastDimValueBackMulTwo=_bits_of_f32(inv[1]))
 
 
-def layer_norm_grad_tmp_bytes(tiling, dtype_size):
-    """Bytes of temp buffer CANN's A2/A3/310P kernel touches with this tiling (spec §3.4-3.5): the
-    end of its last block (x3 for float, tmpTensor2 for half) in the largest chunk. It can exceed
-    tiling.stackBufferSize."""
+def layer_norm_grad_largest_chunk(tiling):
+    """Elements of the largest chunk of the A2/A3/310P kernel: what it touches of each block."""
     t = tiling
-    last = t.tmpTensor2Pos if dtype_size == 2 else t.x3TensorPos
-    return 4 * (last + (t.oneCalSize if t.loopNum else t.tailSize))
+    return max(t.oneCalSize if t.loopNum else 0, t.tailSize)
+
+
+def layer_norm_grad_tmp_bytes(tiling, dtype_size, reuse=False):
+    """Bytes of temp buffer CANN's A2/A3/310P kernel touches with this tiling (spec §3.4-3.5): the
+    end of the furthest block it uses (with the host's positions x3 for float, tmpTensor2 for
+    half) in the largest chunk. It can exceed tiling.stackBufferSize."""
+    chunk = layer_norm_grad_largest_chunk(tiling)
+    return 4 * max(getattr(tiling, f"{name}Pos") + chunk
+                   for name in layer_norm_grad_blocks(dtype_size, reuse))
