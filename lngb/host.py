@@ -18,6 +18,7 @@ from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
 from .runtime import recording, schedule
 from .runtime.cache import Cache
+from .simulate import run_on_core
 from .tensor import gm_bytes
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
@@ -181,8 +182,9 @@ def _emulate_plan(core, shape, dtype, stack_buffer_size, is_reuse_source, reuse_
 
 def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
                   reuse_buffer="input_dy", stack_buffer_size=None, mode=None, sat_mode=None):
-    """The sample kernel on a fresh core, its inputs as GM (in place) and new output arrays;
-    returns (kernel, the key of its program, pd_gamma, pd_beta)."""
+    """The sample kernel (a simulate_kernel-style kernel) on a fresh core, its inputs as GM (in
+    place) and new output arrays; returns (core, kernel, its GM arrays, the key of its program,
+    pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
     is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
     reuse_buffer = check_choice("emulate", "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
@@ -196,31 +198,28 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
     pd_gamma, pd_beta = outputs[:h], outputs[h:]
     gms = (gm_bytes(input_dy), gm_bytes(res_for_gamma), pd_gamma.view(np.uint8),
            pd_beta.view(np.uint8))
-    kernel = SampleKernel(core, shape, dtype, tmp_bytes, tiling, gms, is_reuse_source,
-                          reuse_buffer)
-    return kernel, key, pd_gamma, pd_beta
+    kernel = SampleKernel(shape, dtype, tmp_bytes, tiling, is_reuse_source, reuse_buffer)
+    return core, kernel, gms, key, pd_gamma, pd_beta
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
             reuse_buffer="input_dy", stack_buffer_size=None, mode=None, trace=False,
             sat_mode=None):
-    """Run the LayerNormGradBeta sample kernel on a fresh emulated core; see EmulationResult.
+    """Run the LayerNormGradBeta sample kernel on a fresh emulated core, as simulate_kernel runs
+    a user's kernel on one core; see EmulationResult.
 
     The caller's arrays are never modified: the kernel only reads them (as GM, in place), and
     outputs go to new arrays. `mode` None: $LNGB_MODE, else "fast".
     """
     trace = check_flag("emulate", "trace", trace)
     mode = resolve_mode("emulate", mode)
-    kernel, key, pd_gamma, pd_beta = sample_kernel(
+    core, kernel, gms, key, pd_gamma, pd_beta = sample_kernel(
         input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
         reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,
         mode="observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
-    core = kernel.core
-    recording.run_program(core, key, kernel, kernel.gms)
+    rows = run_on_core(core, kernel, gms, [kernel.dtype] * len(gms), key)
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
-    rows = (core.last_program.rows if core.last_program is not None  # replayed
-            else np.array([record.row for record in core.trace]))
     return EmulationResult(pd_gamma, pd_beta, kernel.tiling, core, core.trace if trace else None,
                            rows)
 

@@ -17,11 +17,12 @@ import numpy as np
 
 from .arguments import check_int
 from .core import AICore, resolve_mode
-from .errors import InvalidArgumentError
+from .errors import CapacityError, InvalidArgumentError
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable
-from .tensor import GlobalTensor
+from .runtime.recording import program_key, run_program
+from .tensor import MAX_GM_BYTES, GlobalTensor
 from .vector_ops.program import GM_SLOTS, N_COLS
 
 _BLOCK = threading.local()
@@ -86,26 +87,42 @@ class _KernelKey:
 def _arrays(api, inputs, outputs):
     ins = []
     for k, a in enumerate(inputs):
-        if not isinstance(a, np.ndarray) or a.dtype.kind not in "fiu" or a.dtype.itemsize > 4:
-            raise InvalidArgumentError(f"{api}: input {k} must be a numpy array of a type the "
-                                       f"vector unit has (float16/32, int/uint 8-32), got "
-                                       f"{type(a).__name__ if not isinstance(a, np.ndarray) else a.dtype}")
-        ins.append(np.array(a, order="C"))   # a copy: the caller's array is never written
+        if not isinstance(a, np.ndarray):
+            raise InvalidArgumentError(f"{api}: input {k} must be a numpy array, got "
+                                       f"{type(a).__name__}")
+        ins.append(_copy(api, f"input {k}", a))   # the caller's array is never written
     outs = []
     if not isinstance(outputs, (list, tuple)):
         raise InvalidArgumentError(f"{api}: outputs must be a list of (shape, dtype) pairs or "
                                    f"arrays, got {outputs!r}")
     for k, o in enumerate(outputs):
         if isinstance(o, np.ndarray):
-            outs.append(np.array(o, order="C"))
+            outs.append(_copy(api, f"output {k}", o))
             continue
         try:
             shape, dtype = o
-            outs.append(np.zeros(shape, dtype))
+            layout = np.broadcast_to(np.zeros((), dtype), shape)   # no memory: checks both
         except (TypeError, ValueError):
             raise InvalidArgumentError(f"{api}: output {k} must be (shape, dtype) or an array, "
                                        f"got {o!r}") from None
+        outs.append(_copy(api, f"output {k}", layout))
     return ins, outs
+
+
+def _copy(api, name, array):
+    """A C-contiguous copy of `array`, its dtype and size checked first: a CapacityError, not
+    numpy's MemoryError, for what cannot be held."""
+    if array.dtype.kind not in "fiu" or array.dtype.itemsize > 4:
+        raise InvalidArgumentError(f"{api}: {name} must be of a type the vector unit has "
+                                   f"(float16/32, int/uint 8-32), got {array.dtype}")
+    if array.nbytes > MAX_GM_BYTES:
+        raise CapacityError(f"{api}: {name} needs {array.nbytes} bytes of GM; lngb holds at most "
+                            f"{MAX_GM_BYTES} bytes per tensor")
+    try:
+        return np.array(array, order="C")
+    except MemoryError:
+        raise CapacityError(f"{api}: {name} needs {array.nbytes} bytes of GM, more than this "
+                            "machine can allocate") from None
 
 
 def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, mode=None,
@@ -122,37 +139,54 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
     ins, outs = _arrays(api, inputs, outputs)
     arrays = ins + outs
     gms = [a.reshape(-1).view(np.uint8) for a in arrays]
-    tensors = [GlobalTensor.in_arena(g, 0, a.dtype, a.size) for g, a in zip(gms, arrays)]
+    dtypes = [a.dtype for a in arrays]
     cores = [AICore(product, mode) for _ in range(block_dim)]
     if block_dim == 1:
-        rows = [_run_one(cores[0], kernel, tensors, gms)]
+        rows = [_run_one(cores[0], kernel, gms, dtypes)]
     else:
-        rows = _run_cores(cores, kernel, tensors, min(threads or block_dim, block_dim))
+        rows = _run_cores(cores, kernel, gms, dtypes, min(threads or block_dim, block_dim))
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
     return SimulationResult(outs, cores, rows)
 
 
-def _body(core, kernel, tensors, idx, num):
+def global_tensors(gms, dtypes):
+    """A GlobalTensor over each GM byte array, of its dtype."""
+    return [GlobalTensor.in_arena(g, 0, d, g.size // d.itemsize) for g, d in zip(gms, dtypes)]
+
+
+def _body(core, kernel, gms, dtypes, idx, num):
     def body():
         _BLOCK.idx, _BLOCK.num = idx, num
         try:
             with core:
-                kernel(*tensors)
+                kernel(*global_tensors(gms, dtypes))
         finally:
             del _BLOCK.idx, _BLOCK.num
     return body
 
 
-def _run_one(core, kernel, tensors, gms):
+def _run_one(core, kernel, gms, dtypes):
     """One core: recorded and replayed in fast mode when its GM fits the slots, else live."""
-    body = _body(core, kernel, tensors, 0, 1)
+    key = None
     if len(gms) <= GM_SLOTS:
-        key = ("simulate_kernel", _KernelKey(kernel),
-               tuple((t.size, t.dtype.str) for t in tensors))
-        core.run_recorded(key, body, gms)
-    else:
+        try:
+            key = program_key(core, ("simulate_kernel", _KernelKey(kernel),
+                                     tuple((g.size, d.str) for g, d in zip(gms, dtypes))))
+        except Uncacheable:
+            pass
+    return run_on_core(core, kernel, gms, dtypes, key)
+
+
+def run_on_core(core, kernel, gms, dtypes, key):
+    """`kernel(*global_tensors)` on `core` (current while it runs, as block 0 of 1), a
+    GlobalTensor of dtypes[k] over each GM byte array gms[k] (made only if the kernel runs:
+    not for a replay); returns the rows it executed. `key` (recording.program_key; None:
+    none) makes a fast-mode core record the kernel once and replay it, as lngb.emulate and
+    simulate_kernel do."""
+    body = _body(core, kernel, gms, dtypes, 0, 1)
+    if key is None and core.mode == "fast":   # no trace to take the rows from
         rows = []
         hook = core.register_hook(lambda record: rows.append(record.row))
         try:
@@ -160,12 +194,13 @@ def _run_one(core, kernel, tensors, gms):
         finally:
             hook.remove()
         return np.array(rows, dtype=np.int64).reshape(-1, N_COLS)
-    if core.last_program is not None:
+    run_program(core, key, body, gms)
+    if core.last_program is not None:   # replayed
         return core.last_program.rows
-    return np.array([r.row for r in core.trace])
+    return np.array([r.row for r in core.trace], dtype=np.int64).reshape(-1, N_COLS)
 
 
-def _run_cores(cores, kernel, tensors, threads):
+def _run_cores(cores, kernel, gms, dtypes, threads):
     """Each core in a thread of its own (at most `threads` at once): a SyncAll retires only when
     every core has issued it."""
     if threads < len(cores):
@@ -183,7 +218,7 @@ def _run_cores(cores, kernel, tensors, threads):
                 barrier.wait()
         hook = cores[c].register_hook(retire)
         try:
-            _body(cores[c], kernel, tensors, c, len(cores))()
+            _body(cores[c], kernel, gms, dtypes, c, len(cores))()
         except threading.BrokenBarrierError as err:
             errors[c] = errors[c] or err
         except BaseException as err:   # the others must not wait for this core at SyncAll

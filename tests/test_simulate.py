@@ -128,6 +128,25 @@ def test_the_sample_kernel_of_layer_norm_grad_beta_as_a_user_kernel():
         assert np.array_equal(result.outputs[1], want[1])
 
 
+@pytest.mark.parametrize("dtype, reuse", [(np.float32, False), (np.float32, True), (np.float16, False)])
+def test_emulate_is_its_sample_kernel_run_by_simulate_kernel(dtype, reuse):
+    """lngb.emulate runs CANN's sample kernel as simulate_kernel runs a user's: the public
+    simulate_kernel, given that kernel, executes the same instructions with the same bits."""
+    from lngb.kernels.sample import SampleKernel
+    rng = np.random.default_rng(1)
+    dy, rfg = (rng.standard_normal((2, 16, 32)).astype(dtype) for _ in range(2))
+    want = lngb.emulate(dy, rfg, is_reuse_source=reuse)
+    size = 4 * want.tiling.stackBufferSize   # floats
+    kernel = SampleKernel(dy.shape, dtype, size, want.tiling, reuse)
+    for mode in ("fast", "checked"):
+        got = lngb.simulate_kernel(kernel, dy, rfg, outputs=[((32,), dtype)] * 2, mode=mode)
+        assert np.array_equal(got.rows[0], want.rows)
+        assert got.outputs[0].tobytes() == want.pd_gamma.tobytes()
+        assert got.outputs[1].tobytes() == want.pd_beta.tobytes()
+    assert set(kernel.tensors) == {"inputDy", "resForGamma", "outputPdGamma", "outputPdBeta",
+                                   "sharedTmpBuffer"}
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(kernel=None), "kernel must be callable"),
     (dict(outputs="x"), "outputs must be a list"),

@@ -19,6 +19,7 @@ import numpy as np
 from ..arguments import is_int
 from ..errors import InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
+from ..simulate import global_tensors
 from ..record import call_site, clear_footprint, footprint_flags
 from ..tensor import LocalTensor
 from ..vector_ops.types import MaskMode
@@ -108,9 +109,13 @@ class Debugger:
     `step_over`, and so do `watchpoints` (UB byte ranges)."""
 
     def __init__(self, input_dy, res_for_gamma, **emulate_options):
-        kernel, _, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma, **emulate_options)
-        self._start(kernel.core, kernel, kernel.gms, kernel.tensors,
-                    lambda: (pd_gamma.copy(), pd_beta.copy()))
+        core, kernel, gms, _, pd_gamma, pd_beta = sample_kernel(input_dy, res_for_gamma,
+                                                                **emulate_options)
+
+        def body():
+            with core:
+                kernel(*global_tensors(gms, [kernel.dtype] * len(gms)))
+        self._start(core, body, gms, kernel.tensors, lambda: (pd_gamma.copy(), pd_beta.copy()))
 
     def _start(self, core, body, gms, tensors, results):
         self.core, self.gms, self.tensors, self._results = core, gms, tensors, results
