@@ -197,7 +197,7 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
     product = get_product(product)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows)):
         if value is not None:
-            check_int(api, f"{name} (an integer or None)", value)
+            check_int(api, name, value)
     tiling = backward_tiling((b, s, h), dtype, product, block_dim, tile_rows, float(eps))
     at = tiling.layout()
     params = np.zeros(at["params"], np.uint8)
