@@ -7,7 +7,7 @@ import numpy as np
 from .arguments import check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
-from .host import EmulationResult, OperatorResult, check_threads
+from .host import EmulationResult, OperatorResult, check_threads, core_progress
 from .kernels.backward import (OUTPUT, SLOT_NAMES, WORKSPACE, API, LayerNormBackwardKernel,
                                backward_tiling)
 from .observers.gm_check import check_gm
@@ -181,17 +181,20 @@ class BackwardResult(OperatorResult):
 
 def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
                                 epsilon=1e-5, product="atlas-a2", block_dim=None,
-                                tile_rows=None, threads=None, mode=None, sat_mode=None):
+                                tile_rows=None, threads=None, mode=None, sat_mode=None,
+                                progress=False):
     """The whole LayerNorm backward on `block_dim` emulated cores over GM
     (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
     the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
     BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
-    Results do not depend on `threads` (default: the CPU count)."""
+    Results do not depend on `threads` (default: the CPU count). `progress`: a progress bar on
+    stderr while an observed or checked run goes core by core."""
     api = API
     mode = resolve_mode(api, mode)
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
     check_backward_inputs(api, arrays)
     threads = check_threads(api, threads)
+    progress = check_flag(api, "progress", progress)
     dtype, (b, s, h) = input_dy.dtype, input_dy.shape
     eps = epsilon_value(epsilon, dtype, api)
     product = get_product(product)
@@ -222,7 +225,8 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
         plan = schedule.plan(("LayerNorm backward", tiling), cores, kernel)
         schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
     else:
-        schedule.run_phases([kernel(c) for c in range(len(cores))])
+        with core_progress(api, mode, len(cores), progress) as bar:
+            schedule.run_phases([kernel(c) for c in range(len(cores))], bar)
         for core in cores:
             if core.sanitizer is not None:
                 core.sanitizer.finish(core.flags)

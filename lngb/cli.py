@@ -200,7 +200,8 @@ def _layer_norm_grad_beta(args, dy, rfg, trace=False):
         raise InvalidArgumentError("--stack-buffer-size and --reuse-source are options of the "
                                    "one-core kernel, not of --block-dim")
     return emulate_operator(dy, rfg, product=args.product, block_dim=args.block_dim,
-                            mode="observed" if trace else "fast")
+                            mode="observed" if trace else "fast",
+                            progress=trace and sys.stderr.isatty())
 
 
 def golden_report(got, ref):

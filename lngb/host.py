@@ -16,6 +16,7 @@ from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradB
 from .observers.cost import CostModel, operator_cost
 from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
+from .progress import progress_bar
 from .runtime import recording, schedule
 from .runtime.cache import Cache
 from .simulate import run_on_core
@@ -258,18 +259,21 @@ def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode
 
 
 def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
-                     threads=None, mode=None, sat_mode=None, tile_rows=None, tile_cols=None):
+                     threads=None, mode=None, sat_mode=None, tile_rows=None, tile_cols=None,
+                     progress=False):
     """Run the multi-core LayerNormGradBeta operator (lngb.kernels.multicore) on `block_dim`
     emulated vector cores (default: the product's, at most one per row) using `threads` OS
     threads (default: the CPU count); `tile_rows` / `tile_cols` override the tile
     (operator_tiling). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
     `.tiling` (the OperatorTiling), `.cores`, `.trace` (per core, observed and checked modes),
-    `.cost`.
+    `.cost`. `progress`: a progress bar on stderr while an observed or checked run goes core by
+    core (fast mode replays every core in one call).
 
     The caller's arrays are only read (as GM, in place); outputs are new arrays.
     """
     threads = check_threads("emulate_operator", threads)
     mode = resolve_mode("emulate_operator", mode)
+    progress = check_flag("emulate_operator", "progress", progress)
     run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode,
                            tile_rows, tile_cols)
     tiling, cores, gms = run.tiling, run.cores, run.gms
@@ -278,7 +282,8 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
         plan = schedule.plan(("LayerNormGradBeta operator", tiling), cores, run.kernel)
         schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
     else:
-        schedule.run_phases([run.kernel(c) for c in range(len(cores))])
+        with core_progress("emulate_operator", mode, len(cores), progress) as bar:
+            schedule.run_phases([run.kernel(c) for c in range(len(cores))], bar)
         for core in cores:
             if core.sanitizer is not None:
                 core.sanitizer.finish(core.flags)
@@ -287,6 +292,11 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
     out = run.output.view(input_dy.dtype)
     return OperatorResult(out[:tiling.h], out[tiling.h:], tiling, cores, plan,
                           [core.trace for core in cores] if mode != "fast" else None)
+
+
+def core_progress(api, mode, cores, enabled):
+    """The progress bar of an operator run core by core: one step per core and phase."""
+    return progress_bar(2 * cores, f"{api} ({mode}, {cores} cores)", enabled, "core-phase")
 
 
 class OperatorResult(EmulationResult):

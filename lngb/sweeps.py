@@ -11,7 +11,6 @@ tile rows, each configuration costed from its planned instruction streams withou
 import csv
 import dataclasses
 import io
-import sys
 import timeit
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -26,6 +25,7 @@ from .files import write_file
 from .host import emulate, emulate_operator, free_temp_bytes
 from .core import AICore
 from .products import get_product
+from .progress import progress_bar
 from .kernels.multicore import LayerNormGradBetaKernel
 from .kernels.operator_tiling import COL_QUANTUM, check_h, operator_tiling
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
@@ -71,14 +71,6 @@ class OperatorSweepRow:
 
 
 DTYPE_NAMES = {"float": "float32", "half": "float16"}
-
-
-def progress_bar(total, desc, enabled, unit="config"):
-    """A tqdm bar on stderr (rate, ETA; `set_postfix_str` names the current case), or a silent
-    one."""
-    from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, leave=False,
-                file=sys.stderr, dynamic_ncols=True)
 
 
 def _check_dtype(api, name, dtype):

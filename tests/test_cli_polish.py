@@ -28,6 +28,22 @@ def test_sweeps_show_a_tqdm_bar_with_eta_and_the_current_case(capsys):
     assert not hasattr(sweeps, "_Progress")   # no hand-written bar
 
 
+@pytest.mark.parametrize("mode", ["observed", "checked"])
+def test_operator_runs_core_by_core_show_a_bar_with_the_current_core(mode, capsys):
+    x = np.ones((1, 8, 64), F32)
+    lngb.emulate_operator(x, x, block_dim=2, mode=mode, progress=True)
+    err = capsys.readouterr().err
+    assert f"emulate_operator ({mode}, 2 cores)" in err and "phase 2 of 2" in err and "<" in err
+    v, g = np.ones((1, 8), F32), np.ones(64, F32)
+    lngb.emulate_layer_norm_backward(x, x, v, v, g, block_dim=2, mode=mode, progress=True)
+    err = capsys.readouterr().err
+    assert f"emulate_layer_norm_backward ({mode}, 2 cores)" in err and "core 1 of 2" in err
+    lngb.emulate_operator(x, x, block_dim=2, mode=mode)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(lngb.InvalidArgumentError, match="progress must be True or False"):
+        lngb.emulate_operator(x, x, progress="yes")
+
+
 def test_no_bar_unless_asked(capsys):
     lngb.sweep([(1, 8, 64)], ["float32"], ["atlas-a2"])
     assert capsys.readouterr().err == ""

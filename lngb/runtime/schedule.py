@@ -25,14 +25,18 @@ from .recording import pad_gms
 PLANS = Cache("operator plans")
 
 
-def run_phases(kernels):
-    """Phase 1 of every core, then (after SyncAll) phase 2 of every core, in core order."""
+def run_phases(kernels, bar=None):
+    """Phase 1 of every core, then (after SyncAll) phase 2 of every core, in core order; `bar`
+    (a progress bar) advances by one per core and phase."""
     runs = [k.Process() for k in kernels]
-    for run in runs:
-        next(run)
-    for kernel, run in zip(kernels, runs):
-        kernel.run.phase = 1
-        next(run, None)
+    for phase in range(2):
+        for c, (kernel, run) in enumerate(zip(kernels, runs)):
+            if bar is not None:
+                bar.set_postfix_str(f"core {c} of {len(kernels)}, phase {phase + 1} of 2")
+            kernel.run.phase = phase
+            next(run, None)
+            if bar is not None:
+                bar.update()
 
 
 class Live:
