@@ -84,15 +84,7 @@ class LayerNormBackwardKernel(LayerNormGradBetaKernel):
                       at=(0, 0, at["workspace"] + self.block_idx * 2 * t.h * 4, 0))
         self.run.step(self.Sync)
         yield
-        lo, width = t.reduce_cols[self.block_idx]
-        if width == 0:
-            return
-        self.InitReduce()
-        for col, cols in t.col_slices(lo, width, t.reduce_chunk):
-            for k in range(t.block_dim):
-                self.run.step(self.AddPartial, cols, k == 0,
-                              at=(0, 0, at["workspace"] + (k * 2 * t.h + col) * 4, 0))
-            self.run.step(self.CopyOutResult, cols, at=(0, 0, 0, col * s))
+        self.ReduceAcrossCores(at["workspace"])
         self.run.step(self.Finish)
 
     def Init(self):

@@ -82,13 +82,20 @@ class LayerNormGradBetaKernel:
                           at=(0, 0, (self.block_idx * 2 * t.h + acc_col) * 4, 0))
         self.run.step(self.Sync)
         yield
+        self.ReduceAcrossCores()
+
+    def ReduceAcrossCores(self, workspace=0):
+        """Phase 2: this core's columns of pdGamma / pdBeta, every core's partials (in the
+        workspace from byte `workspace` of its slot) added in core order."""
+        t, s = self.t, self.dtype.itemsize
         lo, width = t.reduce_cols[self.block_idx]
         if width == 0:
             return
         self.InitReduce()
         for col, cols in t.col_slices(lo, width, t.reduce_chunk):
             for k in range(t.block_dim):
-                self.run.step(self.AddPartial, cols, k == 0, at=(0, 0, (k * 2 * t.h + col) * 4, 0))
+                self.run.step(self.AddPartial, cols, k == 0,
+                              at=(0, 0, workspace + (k * 2 * t.h + col) * 4, 0))
             self.run.step(self.CopyOutResult, cols, at=(0, 0, 0, col * s))
         self.run.step(self.Finish)
 
