@@ -283,24 +283,24 @@ def _generate(entries):
     lines += ["# --- dispatch", "", "@njit", "def lane_of(op, a, b, s):"]
     lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
               f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
-    lines += ["    return np.float32(0.0)", "", "", "@njit",
-              "def flat_f32_of(op, f32, d, a, b, s, n):",
-              '    """The contiguous float loops of instruction `op` (the hot path: one call '
-              'with few arguments)."""']
     same = [e for e in chain if e.opcode not in mixed]
-    lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
-              f"        flat_f32_{e.opcode}(f32, d, a, b, s, n)" for k, e in enumerate(same)]
+    lines += ["    return np.float32(0.0)"]
+    # one function per type holds every instruction's loops: a jitted function costs about
+    # 0.4 s to compile however small, and these are called once per row, not per element
+    for name, args in (("flat_f32", "f32, d, a, b, s, n"),
+                       ("flat_half", "u16, d, a, b, s, n, round_mode, sat")):
+        lines += ["", "", "@njit", f"def {name}_of(op, {args}):"]
+        lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
+                  f"        {name}_{e.opcode}({args})" for k, e in enumerate(same)]
     lines += ["", "", '@njit(inline="always")',
               "def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):",
               "    if dt == F32 and st == F32:",
               "        flat_f32_of(op, f32, d, a, b, s, n)",
-              "        return"]
-    for k, e in enumerate(chain):
-        call = (f"flat_mixed_{e.opcode}(f32, u16, dt, d, a, s, n, round_mode, sat)"
-                if e.opcode in mixed else
-                f"flat_{e.opcode}(f32, u16, dt, d, a, b, s, n, round_mode, sat)")
-        lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}",
-                  f"        {call}"]
+              "    elif dt == st:",
+              "        flat_half_of(op, u16, d, a, b, s, n, round_mode, sat)"]
+    lines += [f"    elif op == {opcode}:\n"
+              f"        flat_mixed_{opcode}(f32, u16, dt, d, a, s, n, round_mode, sat)"
+              for opcode in sorted(mixed)]
     return "\n".join(lines) + "\n\n\n" + executor
 
 

@@ -4,8 +4,9 @@ the element-wise walk, the reduction, Brcb and DataCopy kernels, and `execute`.
 `table.py` generates a module from this file: the section "per lane" once for each element-wise
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's
 lane function, and the loops get names of their own), and "per mixed lane" for those whose source
-and destination types differ; then `lane_of`, `flat_f32_of` and `flat_of`, which dispatch on the
-opcode (`flat_f32_of` is the float hot path: one call with few arguments); then the section
+and destination types differ; then `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_of`, which
+dispatch on the opcode (one function per type holds every instruction's loops: one call with few
+arguments per row, and a fraction of the compile time of a function per loop); then the section
 "executor" as it is. The loops call their lane by a global name, so they inline the lane's
 arithmetic and vectorise, and every function of the generated module is an ordinary module-level
 function that Numba caches on disk. (Passing a jitted function to another as an argument would make
@@ -56,15 +57,11 @@ def flat_f32_LANE(f32, d, a, b, s, n):
             dv[i] = lane_LANE(av[i], bv[i], s)
 
 
-@njit
-def flat_LANE(f32, u16, dt, d, a, b, s, n, round_mode, sat):
-    """Contiguous operands of one type."""
-    if dt == F32:
-        flat_f32_LANE(f32, d, a, b, s, n)
-    else:
-        for i in range(n):
-            u16[d + i] = to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s), round_mode,
-                                 sat)
+@njit(inline="always")
+def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
+    """Contiguous half operands (float ones take flat_f32_of)."""
+    for i in range(n):
+        u16[d + i] = to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s), round_mode, sat)
 
 
 # --- per mixed lane (instructions whose source and destination types differ) -----------------
@@ -98,8 +95,10 @@ def lane_of(op, a, b, s):
 @njit(inline="always")
 def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):
     """The contiguous loops of instruction `op`."""
-    if dt == st:
-        flat_LANE(f32, u16, dt, d, a, b, s, n, round_mode, sat)
+    if dt == F32 and st == F32:
+        flat_f32_LANE(f32, d, a, b, s, n)
+    elif dt == st:
+        flat_half_LANE(u16, d, a, b, s, n, round_mode, sat)
     else:
         flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat)
 
