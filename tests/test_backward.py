@@ -7,6 +7,8 @@ import pytest
 
 import lngb
 import naive
+from lngb.vector_ops import (PIPE_V, Add, DataCopy, HardEvent, PipeBarrier, SetFlag,
+                              WaitFlag)
 from test_layer_norm_grad import inputs, same_bits
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -159,3 +161,80 @@ def test_the_closed_form_is_torchs():
     np.testing.assert_allclose(grad_input.numpy(), ours[0], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(grad_weight.numpy(), ours[2], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(grad_bias.numpy(), ours[3], rtol=1e-9, atol=1e-9)
+
+
+# --- a backward kernel written by a user ---------------------------------------------------------
+
+TILE_ROWS, TILES, H = 8, 2, 64
+
+
+def user_backward_kernel(dy, x, variance, mean, gamma, pd_x, pd_gamma, pd_beta):
+    """A layer-norm backward as a user writes it for simulate_kernel: tiles of TILE_ROWS rows
+    through TQues, LayerNormGrad then LayerNormGradBeta on each, pdX copied out per tile, the
+    tiles' pdGamma / pdBeta added into an accumulator and copied out at the end."""
+    rows, h, tmp_bytes = TILE_ROWS, H, 1 << 15   # more than the tiling's 1 << 14: CANN's
+    # LayerNormGrad rounds rows up and touches 22 528 bytes (lngb warns when the buffer is less)
+    grad_tiling = lngb.GetLayerNormGradNDTilingInfo((1, rows, h), 1 << 14, 4, False)
+    beta_tiling = lngb.GetLayerNormGradBetaNDTilingInfo((1, rows, h), 1 << 14, 4, False)
+    pipe = lngb.TPipe()
+    ques = {name: lngb.TQue(position) for name, position in (
+        ("dy", "VECIN"), ("x", "VECIN"), ("variance", "VECIN"), ("mean", "VECIN"),
+        ("pd_x", "VECOUT"), ("res_for_gamma", "VECCALC"))}
+    for name, que in ques.items():
+        pipe.InitBuffer(que, 2, (rows if name in ("variance", "mean") else rows * h) * 4)
+    bufs = {name: lngb.TBuf() for name in ("tmp", "gamma", "sums", "part")}
+    for name, nbytes in (("tmp", tmp_bytes), ("gamma", h * 4), ("sums", 2 * h * 4),
+                         ("part", 2 * h * 4)):
+        pipe.InitBuffer(bufs[name], nbytes)
+    tmp, g = bufs["tmp"].Get(np.uint8), bufs["gamma"].Get(F32)
+    sums, part = bufs["sums"].Get(F32), bufs["part"].Get(F32)
+    DataCopy(g, gamma, h)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    for t in range(TILES):
+        first = t * rows
+        inputs = {name: ques[name].AllocTensor(F32) for name in ("dy", "x", "variance", "mean")}
+        for name, gm, offset, n in (("dy", dy, first * h, rows * h), ("x", x, first * h, rows * h),
+                                    ("variance", variance, first, rows),
+                                    ("mean", mean, first, rows)):
+            DataCopy(inputs[name], gm[offset], n)
+            ques[name].EnQue(inputs[name])
+        d, xx, var, mu = (ques[name].DeQue(F32) for name in ("dy", "x", "variance", "mean"))
+        out, rfg = ques["pd_x"].AllocTensor(F32), ques["res_for_gamma"].AllocTensor(F32)
+        lngb.LayerNormGrad(out, rfg, d, xx, var, mu, g, tmp, 1e-5, grad_tiling)
+        PipeBarrier(PIPE_V)
+        target = sums if t == 0 else part
+        lngb.LayerNormGradBeta(target, target[h], rfg, d, tmp, beta_tiling)
+        if t:
+            PipeBarrier(PIPE_V)
+            Add(sums, sums, part, 2 * h)
+        PipeBarrier(PIPE_V)
+        for name, tensor in (("dy", d), ("x", xx), ("variance", var), ("mean", mu),
+                             ("res_for_gamma", rfg)):
+            ques[name].FreeTensor(tensor)
+        ques["pd_x"].EnQue(out)
+        out = ques["pd_x"].DeQue(F32)
+        DataCopy(pd_x[first * h], out, rows * h)
+        ques["pd_x"].FreeTensor(out)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(pd_gamma, sums, h)
+    DataCopy(pd_beta, sums[h], h)
+    pipe.Destroy()
+
+
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+def test_a_users_backward_kernel_gives_the_oracles_bits(mode):
+    """Eight GM tensors: more than a recording's slots, so it runs live in every mode."""
+    data = inputs((1, TILES * TILE_ROWS, H), F32)
+    result = lngb.simulate_kernel(user_backward_kernel, *data,
+                                  outputs=[((1, TILES * TILE_ROWS, H), F32), ((H,), F32),
+                                           ((H,), F32)], mode=mode)
+    pd_x, gamma, beta = result.outputs
+    want_x, rfg = naive.layer_norm_grad(*data, 1e-5)
+    same_bits(pd_x, want_x)
+    tiles = [naive.layer_norm_grad_beta(data[0][:, k * TILE_ROWS:(k + 1) * TILE_ROWS],
+                                        rfg[:, k * TILE_ROWS:(k + 1) * TILE_ROWS])
+             for k in range(TILES)]
+    same_bits(gamma, tiles[0][0] + tiles[1][0])   # fp32 adds, in tile order
+    same_bits(beta, tiles[0][1] + tiles[1][1])
