@@ -217,7 +217,7 @@ def golden_report(got, ref):
         rel_diff = abs_diff / np.abs(r[bad])
     first = bad[0]
     return (f"differs in {len(bad)} of {got.size} elements, the first at index {first} "
-            f"(got {got[first]}, golden {ref[first]}); max diff {ulps(got, ref)[bad].max()} "
+            f"(got {got[first]!s}, golden {ref[first]!s}); max diff {ulps(got, ref)[bad].max()} "
             f"ulp, abs {np.nanmax(abs_diff, initial=0):.6g}, rel {np.nanmax(rel_diff, initial=0):.6g}"
             ), False
 

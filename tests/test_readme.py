@@ -122,6 +122,16 @@ def test_the_pdb_walkthrough_runs_as_written(tmp_path):
     assert got.splitlines() == shown, run.stderr
 
 
+def test_the_lngb_run_session_runs_as_written(tmp_path, monkeypatch, capsys):
+    """make_inputs.py as the README shows it, then the `lngb run` session: the same lines."""
+    from lngb.cli import main
+    monkeypatch.chdir(tmp_path)
+    exec(next(b for b in python_blocks() if b.startswith("# make_inputs.py")), {})
+    (command_line, shown), = transcripts("lngb run")
+    assert main(command_line.split()[2:]) == 1
+    assert capsys.readouterr().out.splitlines() == shown
+
+
 def test_the_lngb_debug_sessions_run_as_written(tmp_path, capsys):
     from lngb.cli import main
     sessions = transcripts("lngb debug --commands")

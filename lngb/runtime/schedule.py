@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, GM_SLOTS, SRC0
-from ..vector_ops.table import TABLE
+from ..vector_ops.table import TABLE, announce_compile
 from ..vector_ops.walk import gm_bursts
 from .cache import Cache, cache_key
 from .recording import pad_gms
@@ -197,6 +197,7 @@ def replay(plan, cores, gms, threads):
     for message in plan.warnings:
         warn(message)
     run_schedule = TABLE.kernels.run_schedule
+    announce_compile(run_schedule, "the multi-core replay")
     for phase in range(2):
         jobs = [(core, pad_gms(g), s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
                 if len(s[phase])]

@@ -211,10 +211,16 @@ class Table:
             with self._lock:
                 if self._kernels is None:
                     self._kernels = _load(_generate(self.entries))
-                    if not _cached(self._kernels.execute):   # the first every run needs
-                        print("lngb: compiling kernels (first run only)...", file=sys.stderr)
+                    announce_compile(self._kernels.execute, "kernels")   # every run needs it
                 kernels = self._kernels
         return kernels
+
+
+def announce_compile(function, what):
+    """A line on stderr before the first call of jitted `function` compiles it (its disk cache is
+    cold and this process has not compiled it)."""
+    if not getattr(function, "signatures", ()) and not _cached(function):
+        print(f"lngb: compiling {what} (first run only)...", file=sys.stderr)
 
 
 def _cached(function):
