@@ -158,12 +158,13 @@ def global_tensors(gms, dtypes):
 
 def _body(core, kernel, gms, dtypes, idx, num):
     def body():
+        outer = (GetBlockIdx(), GetBlockNum())   # a kernel may run inside another's
         _BLOCK.idx, _BLOCK.num = idx, num
         try:
             with core:
                 kernel(*global_tensors(gms, dtypes))
         finally:
-            del _BLOCK.idx, _BLOCK.num
+            _BLOCK.idx, _BLOCK.num = outer
     return body
 
 

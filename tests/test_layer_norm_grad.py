@@ -526,3 +526,32 @@ def test_trace_and_replay_agree():
     for r in fast:
         same_bits(r.pd_x, observed.pd_x)
     assert len(observed.trace) == len(fast[1].rows)
+
+
+def test_the_overloads_are_told_apart_and_give_the_same_bits():
+    """(sharedTmpBuffer, epsilon, tiling[, shapeInfo]) or (epsilon, tiling[, shapeInfo]); shapeInfo
+    None is the default; a None buffer or a buffer without a tiling is an error, not a guess."""
+    outputs = []
+    for trailing in (lambda s: (s.tmp, 1e-5, s.tiling),
+                     lambda s: (s.tmp, np.float32(1e-5), s.tiling, LayerNormGradShapeInfo()),
+                     lambda s: (s.tmp, 1e-5, s.tiling, None),
+                     lambda s: (1e-5, s.tiling),
+                     lambda s: (np.float32(1e-5), s.tiling, LayerNormGradShapeInfo()),
+                     lambda s: (1e-5, s.tiling, None)):
+        s = Setup((1, 8, 16), F32, tmp_bytes=8192)
+        LayerNormGrad(s.pd_x, s.rfg, s.dy, s.x, s.var, s.mean, s.gamma, *trailing(s))
+        outputs.append(np.concatenate([s.pd_x.read(), s.rfg.read()]).tobytes())
+    assert len(set(outputs)) == 1
+    s = Setup((1, 8, 16), F32)
+    data = [s.pd_x, s.rfg, s.dy, s.x, s.var, s.mean, s.gamma]
+    rejects(s, lngb.InvalidArgumentError, "sharedTmpBuffer must be a LocalTensor", *data, None,
+            1e-5, s.tiling)
+    with pytest.raises(TypeError, match="LayerNormGrad takes"):
+        LayerNormGrad(*data, s.tmp, 1e-5)
+
+
+def test_a_host_tiling_whose_footprint_passes_the_ub_is_told_in_the_hosts_terms():
+    x, v, g = np.ones((1, 16, 128), F16), np.ones((1, 16), F16), np.ones(128, F16)
+    with pytest.raises(lngb.OutOfBoundsError, match="touches 204800 bytes of temp space .* pass "
+                                                    "a smaller stackBufferSize"):
+        lngb.emulate_layer_norm_grad(x, x, v, v, g, stack_buffer_size=165888)

@@ -20,6 +20,7 @@ from lngb import InvalidArgumentError, LngbWarning
 from lngb.runtime.cache import STORE, Store, Uncacheable, cache_key
 from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, Cast, Duplicate,
                              MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetVectorMask, Sub)
+from lngb.vector_ops import program as P
 from lngb.vector_ops.table import BINARY, TABLE, Instruction
 
 LNGB = pathlib.Path(lngb.__file__).parent
@@ -119,6 +120,10 @@ def test_the_table_refuses_what_it_cannot_run(toy):
         lngb.vector_ops.register_instruction(Instruction("AddSquare", BINARY, add_square))
     with pytest.raises(InvalidArgumentError, match="needs a lane function"):
         lngb.vector_ops.register_instruction(Instruction("NoLane", BINARY))
+    with pytest.raises(InvalidArgumentError, match="must all be the same type or all differ"):
+        lngb.vector_ops.register_instruction(Instruction("Widen", BINARY, add_square,
+                                                         dtypes=((P.F32, P.F16),
+                                                                 (P.F32, P.F32))))
 
 
 # --- the retire point and hooks ------------------------------------------------------------------

@@ -228,3 +228,34 @@ def test_plugin_options_marker_and_fixture(tmp_path):
 def test_plugin_defaults_to_fast_without_options(tmp_path):
     run = run_inner(tmp_path, "-k", "defaults")
     assert "MODE fast atlas-a2 fast" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_kernel_inside_another_keeps_the_outer_block_index():
+    """emulate (a one-core kernel) called inside a user's multi-core kernel leaves the
+    kernel's GetBlockIdx / GetBlockNum as they were."""
+    seen = []
+
+    def kernel(out):
+        before = (lngb.GetBlockIdx(), lngb.GetBlockNum())
+        x = np.ones((1, 8, 64), F32)
+        lngb.emulate(x, x)
+        seen.append((before, (lngb.GetBlockIdx(), lngb.GetBlockNum())))
+
+    lngb.simulate_kernel(kernel, outputs=[((64,), F32)], block_dim=2)
+    assert sorted(seen) == [((0, 2), (0, 2)), ((1, 2), (1, 2))]
+    assert (lngb.GetBlockIdx(), lngb.GetBlockNum()) == (0, 1)
+
+
+def test_a_multicore_kernel_that_never_reaches_sync_all_is_an_error():
+    from lngb.runtime import schedule
+
+    class Returns:
+        run = schedule.Live(lngb.AICore(), ())
+
+        def Process(self):
+            return
+            yield
+
+    with pytest.raises(lngb.InvalidArgumentError, match="core 0's kernel returned before its "
+                                                        "SyncAll"):
+        schedule.run_phases([Returns()])

@@ -85,7 +85,6 @@ class LayerNormBackwardKernel(LayerNormGradBetaKernel):
         self.run.step(self.Sync)
         yield
         self.ReduceAcrossCores(at["workspace"])
-        self.run.step(self.Finish)
 
     def Init(self):
         t, s = self.t, self.dtype.itemsize

@@ -51,16 +51,20 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
     if not isinstance(inputDy, LocalTensor):
         raise InvalidArgumentError(f"{API}: inputDy must be a LocalTensor")
     core = inputDy.core
-    if len(args) not in (2, 3, 4):
+    if len(args) not in (2, 3, 4) or (len(args) == 2 and isinstance(args[0], LocalTensor)):
         raise TypeError(f"{API} takes (outputPdX, resForGamma, inputDy, inputX, inputVariance, "
                         "inputMean, inputGamma[, sharedTmpBuffer], epsilon, tiling[, shapeInfo])")
     # three trailing arguments: (epsilon, tiling, shapeInfo) or (sharedTmpBuffer, epsilon, tiling)
-    has_tmp = len(args) == 4 or (len(args) == 3 and not is_real(args[0])
-                                 and not isinstance(args[2], LayerNormGradShapeInfo))
+    has_tmp = len(args) == 4 or (len(args) == 3 and (
+        isinstance(args[0], LocalTensor) or (not is_real(args[0]) and not isinstance(
+            args[2], (LayerNormGradShapeInfo, type(None))))))
     shared_tmp, rest = (args[0], args[1:]) if has_tmp else (None, args)
+    if has_tmp and not isinstance(shared_tmp, LocalTensor):
+        raise InvalidArgumentError(f"{API}: sharedTmpBuffer must be a LocalTensor (leave it out "
+                                   f"for the framework's buffer), got {shared_tmp!r}")
     epsilon, tiling = rest[:2]
-    shape_info = rest[2] if len(rest) == 3 else LayerNormGradShapeInfo()
-    if shared_tmp is None:  # the framework-allocated overload: CANN's PopStackBuffer
+    shape_info = rest[2] if len(rest) == 3 and rest[2] is not None else LayerNormGradShapeInfo()
+    if not has_tmp:  # the framework-allocated overload: CANN's PopStackBuffer
         shared_tmp = core.pop_stack_buffer(np.uint8, "LCM")
     tensors = (outputPdX, resForGamma, inputDy, inputX, inputVariance, inputMean, inputGamma,
                shared_tmp)
@@ -172,6 +176,7 @@ def _check(core, tensors, tiling, reuse):
             f"tiling.stackBufferSize is {tiling.stackBufferSize} (both in bytes)")
     _check_tiling(core, tiling, dtype)
     _check_extents(tiling, data)
+    _check_footprint_fits(core, tmp, tiling, dtype, reuse, core.product.kernel_path == "regbase")
     if core.product.kernel_path == "common":
         _check_chunks(core, tiling, tmp, dtype, reuse)
         if reuse and dtype == F32:
@@ -284,17 +289,23 @@ def _temp_touched(tiling, dtype, reuse, regbase):
             else layer_norm_grad_tmp_bytes(tiling, dtype.itemsize, reuse))
 
 
-def _check_temp_footprint(core, tmp, tiling, dtype, reuse, regbase):
-    """The kernel touches what its tiling says, whatever sharedTmpBuffer's size: CANN's host
-    rounds rows per chunk up to 8 (float) / 16 (half), so that can be more than the buffer (spec
-    §3.5). The device would write past it: so do we (a LngbWarning says so; a HazardError in
-    checked mode), but never past the UB."""
+def _check_footprint_fits(core, tmp, tiling, dtype, reuse, regbase):
+    """The temp space the kernel touches lies inside the UB (before the checks of each block, so
+    that a host tiling too large for the UB is told so in the host's terms)."""
     touched = _temp_touched(tiling, dtype, reuse, regbase)
     if tmp.address + touched > core.ub_size:
         raise OutOfBoundsError(
             f"{API}: with this tiling the kernel touches {touched} bytes of temp space from UB "
             f"byte {tmp.address}, past the end of the UB ({core.ub_size} bytes); the host rounds "
             "rows per chunk up to 8 (float) / 16 (half), so pass a smaller stackBufferSize")
+
+
+def _check_temp_footprint(core, tmp, tiling, dtype, reuse, regbase):
+    """The kernel touches what its tiling says, whatever sharedTmpBuffer's size: CANN's host
+    rounds rows per chunk up to 8 (float) / 16 (half), so that can be more than the buffer (spec
+    §3.5). The device would write past it: so do we (a LngbWarning says so; a HazardError in
+    checked mode); _check_footprint_fits has made sure it stays inside the UB."""
+    touched = _temp_touched(tiling, dtype, reuse, regbase)
     if touched > tmp.nbytes:
         message = (f"{API}: the kernel touches {touched} bytes of temp space but sharedTmpBuffer "
                    f"has {tmp.nbytes}: it writes UB bytes [{tmp.address + tmp.nbytes}, "

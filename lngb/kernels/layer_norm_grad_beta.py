@@ -4,18 +4,16 @@ A2/A3/310P run `_common_path` (counter mode, chunk loop, per-row Add accumulatio
 path's casts); the Ascend 950 runs `_regbase_path` (64-lane column blocks in vector registers).
 All checks happen before the first instruction, so a rejected call changes no byte.
 """
-import dataclasses
 
 import numpy as np
 
-from ..arguments import check_choice, check_int
+from ..arguments import check_choice
 from ..errors import (AlignmentError, HazardError, InvalidArgumentError, LngbError,
                       check_flag)
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
                           SetMaskCount, SetMaskNorm, SetVectorMask, UnaryRepeatParams)
-from ..vector_ops.checks import UINT32_MAX
 from ..runtime.recording import runs_live
 from ..vector_ops.events import issue_event
 from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
@@ -51,7 +49,7 @@ def LayerNormGradBeta(outputPdGamma, outputPdBeta, resForGamma, inputDy, *args,
     for name, t in tensors:
         if not isinstance(t, LocalTensor) or t.core is not core:
             raise InvalidArgumentError(f"{API}: {name} must be a LocalTensor on inputDy's core")
-    tiling = _checked_tiling(tiling)
+    tiling = LayerNormGradBetaTiling.checked(API, tiling)
     is_reuse_source = check_flag(API, "is_reuse_source", is_reuse_source)
     reuse_buffer = check_choice(API, "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
 
@@ -90,15 +88,6 @@ def _unusual(core, tensors, tiling):
 
 
 # --- checks (spec §4: the CPU-debug checks, plus everything an instruction would reject later) ---
-
-def _checked_tiling(tiling):
-    """The tiling with every field checked to be a uint32 integer, as plain ints."""
-    if not isinstance(tiling, LayerNormGradBetaTiling):
-        raise InvalidArgumentError(f"{API}: tiling must be a LayerNormGradBetaTiling")
-    return LayerNormGradBetaTiling(*(check_int(API, f"tiling.{f.name}", getattr(tiling, f.name),
-                                               0, UINT32_MAX)
-                                     for f in dataclasses.fields(tiling)))
-
 
 def _check(core, tensors, tiling, reuse):
     """The CPU-debug checks of CANN, and that every tensor holds what the tiling makes the kernel

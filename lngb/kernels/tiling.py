@@ -58,8 +58,12 @@ class _Struct:
         if not isinstance(tiling, cls):
             raise InvalidArgumentError(f"{api}: tiling must be a {cls.__name__}, got "
                                        f"{type(tiling).__name__}")
-        return cls(*(_uint32(f"{api}: tiling.{f.name}", getattr(tiling, f.name))
-                     for f in dataclasses.fields(cls)))
+        fields = dataclasses.fields(cls)
+        values = [getattr(tiling, f.name) for f in fields]
+        if all(type(v) is int and 0 <= v <= _U32 for v in values):
+            return tiling   # plain uint32s already (what the host functions return)
+        return cls(*(_uint32(f"{api}: tiling.{f.name}", v)
+                     for f, v in zip(fields, values)))
 
 
 @dataclasses.dataclass

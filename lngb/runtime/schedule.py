@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OutOfBoundsError, warn
+from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, GM_SLOTS, SRC0
 from ..vector_ops.table import TABLE, announce_compile
@@ -23,6 +23,9 @@ from .cache import Cache, cache_key
 from .recording import pad_gms
 
 PLANS = Cache("operator plans")
+
+
+_RETURNED = object()
 
 
 def run_phases(kernels, bar=None):
@@ -34,7 +37,9 @@ def run_phases(kernels, bar=None):
             if bar is not None:
                 bar.set_postfix_str(f"core {c} of {len(kernels)}, phase {phase + 1} of 2")
             kernel.run.phase = phase
-            next(run, None)
+            if next(run, _RETURNED) is _RETURNED and phase == 0:
+                raise InvalidArgumentError(f"core {c}'s kernel returned before its SyncAll: "
+                                           "every core's Process() must reach it (yield)")
             if bar is not None:
                 bar.update()
 

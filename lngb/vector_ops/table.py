@@ -175,6 +175,11 @@ class Table:
                     raise InvalidArgumentError(f"{entry.name}: an element-wise instruction needs "
                                                "a lane function")
                 _fingerprint(entry.lane)
+                if len({d == s for d, s in entry.dtypes}) > 1:
+                    raise InvalidArgumentError(
+                        f"{entry.name}: an element-wise instruction's (dst, src) dtype pairs must "
+                        f"all be the same type or all differ (one loop per kind), got "
+                        f"{entry.dtypes}; make two instructions")
             entry = replace(entry, opcode=self._next_opcode)
             self._next_opcode += 1
             self.entries.append(entry)
