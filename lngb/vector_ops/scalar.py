@@ -8,6 +8,18 @@ from ..runtime.memo import count_form_memo
 from .types import UnaryRepeatParams
 
 
+def checked_unary_operands(entry, dst, src, repeatParams):
+    """dst and src checked (float LocalTensors on one core, of one dtype the entry takes), as
+    Operands with their UnaryRepeatParams strides."""
+    api = entry.name
+    operands = (("dst", dst), ("src", src))
+    for name, t in operands:
+        check_local(api, name, t, getattr(dst, "core", None), FLOAT_TYPES, operands)
+    check_same_dtype(api, *operands)
+    check_dtypes(entry, dst, src)
+    return unary_operands(api, dst, src, repeatParams)
+
+
 def unary_operands(api, dst, src, repeatParams):
     """dst and src as Operands with UnaryRepeatParams strides (block uint16, repeat uint8)."""
     p = UnaryRepeatParams() if repeatParams is None else repeatParams
@@ -21,13 +33,7 @@ def make_wrapper(entry):
 
     def wrapper(dst, src, scalarValue, mask, repeatTime=None, repeatParams=None, *,
                 is_set_mask=True):
-        core = getattr(dst, "core", None)
-        operands = (("dst", dst), ("src", src))
-        for name, t in operands:
-            check_local(api, name, t, core, FLOAT_TYPES, operands)
-        check_same_dtype(api, *operands)
-        check_dtypes(entry, dst, src)
-        d, s = unary_operands(api, dst, src, repeatParams)
+        d, s = checked_unary_operands(entry, dst, src, repeatParams)
         issue_elementwise(entry, d, (s,), mask, repeatTime, is_set_mask=is_set_mask,
                           scalar=scalar_bits(api, scalarValue, dst.dtype))
 

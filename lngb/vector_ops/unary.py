@@ -1,24 +1,17 @@
 """The unary family: dst = op(src), lane by lane (Sqrt, Abs, Relu; spec vector_unit.md §3.5).
 Call forms: op(dst, src, count) and op(dst, src, mask, repeatTime, UnaryRepeatParams)."""
 from ..runtime.memo import count_form_memo
-from .base import FLOAT_TYPES, check_dtypes, check_same_dtype, issue_elementwise
-from .checks import check_local
-from .scalar import unary_operands
+from .base import issue_elementwise
+from .scalar import checked_unary_operands
 
 
 def make_wrapper(entry):
     api = entry.name
 
     def wrapper(dst, src, mask, repeatTime=None, repeatParams=None, *, is_set_mask=True):
-        core = getattr(dst, "core", None)
-        operands = (("dst", dst), ("src", src))
-        for name, t in operands:
-            check_local(api, name, t, core, FLOAT_TYPES, operands)
-        check_same_dtype(api, *operands)
-        check_dtypes(entry, dst, src)
-        d, s = unary_operands(api, dst, src, repeatParams)
+        d, s = checked_unary_operands(entry, dst, src, repeatParams)
         issue_elementwise(entry, d, (s,), mask, repeatTime, is_set_mask=is_set_mask,
-                          scalar=entry.lane_parameter(core, dst.dtype))
+                          scalar=entry.lane_parameter(dst.core, dst.dtype))
 
     wrapper.__name__ = wrapper.__qualname__ = api
     wrapper.__doc__ = (f"{api}: {entry.doc}.\n\n{api}(dst, src, count) or "
