@@ -61,7 +61,7 @@ def LayerNormGrad(outputPdX, resForGamma, inputDy, inputX, inputVariance, inputM
     shared_tmp, rest = (args[0], args[1:]) if has_tmp else (None, args)
     if has_tmp and not isinstance(shared_tmp, LocalTensor):
         raise InvalidArgumentError(f"{API}: sharedTmpBuffer must be a LocalTensor (leave it out "
-                                   f"for the framework's buffer), got {shared_tmp!r}")
+                                   f"for the framework's buffer), got {type(shared_tmp).__name__}")
     epsilon, tiling = rest[:2]
     shape_info = rest[2] if len(rest) == 3 and rest[2] is not None else LayerNormGradShapeInfo()
     if not has_tmp:  # the framework-allocated overload: CANN's PopStackBuffer
