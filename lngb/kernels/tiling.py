@@ -53,8 +53,9 @@ class _Struct:
 
     @classmethod
     def checked(cls, api, tiling):
-        """`tiling` as a new `cls` of plain ints, every field checked to be a uint32 integer
-        (what a kernel reads), before a kernel uses any."""
+        """`tiling` with every field checked to be a uint32 integer (what a kernel reads),
+        before a kernel uses any: itself when its fields are plain ints already, else a new
+        `cls` of plain ints."""
         if not isinstance(tiling, cls):
             raise InvalidArgumentError(f"{api}: tiling must be a {cls.__name__}, got "
                                        f"{type(tiling).__name__}")

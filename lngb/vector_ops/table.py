@@ -296,8 +296,8 @@ def _generate(entries):
               f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
     same = [e for e in chain if e.opcode not in mixed]
     lines += ["    return np.float32(0.0)"]
-    # one function per type holds every instruction's loops: a jitted function costs about
-    # 0.4 s to compile however small, and these are called once per row, not per element
+    # one function per type holds every instruction's loops: a row makes one call with few
+    # arguments (the first compile takes as long as with a function per instruction)
     for name, args in (("flat_f32", "f32, d, a, b, s, n"),
                        ("flat_half", "u16, d, a, b, s, n, round_mode, sat")):
         lines += ["", "", "@njit", f"def {name}_of(op, {args}):"]

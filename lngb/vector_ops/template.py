@@ -6,13 +6,13 @@ instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`,
 lane function, and the loops get names of their own), and "per mixed lane" for those whose source
 and destination types differ; then `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_of`, which
 dispatch on the opcode (one function per type holds every instruction's loops: one call with few
-arguments per row, and a fraction of the compile time of a function per loop); then the section
-"executor" as it is. The loops call their lane by a global name, so they inline the lane's
-arithmetic and vectorise, and every function of the generated module is an ordinary module-level
-function that Numba caches on disk. (Passing a jitted function to another as an argument would make
-neither cacheable; closures made by a factory share one qualified name, so their cached machine
-code can bind the wrong lane.) The module's name hashes the sources of every file its code comes
-from (the helpers it calls are inlined), so its disk cache is never stale.
+arguments per row); then the section "executor" as it is. The loops call their lane by a global
+name, so they inline the lane's arithmetic and vectorise, and every function of the generated
+module is an ordinary module-level function that Numba caches on disk. (Passing a jitted function
+to another as an argument would make neither cacheable; closures made by a factory share one
+qualified name, so their cached machine code can bind the wrong lane.) The module's name hashes the
+sources of every file its code comes from (the helpers it calls are inlined), so its disk cache is
+never stale.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
 Strided operands, rare on hot paths, share one walk that calls `lane_of` per element.
