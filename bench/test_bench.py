@@ -43,6 +43,17 @@ def test_sweep_of_every_temp_size_for_4_8_512_float(benchmark):
                        setup=lngb.clear_caches, rounds=3, iterations=1)
 
 
+MODEL_SIZE_SWEEP = [sys.executable, "-m", "lngb", "sweep", "--shape", "8,1024,4096",
+                    "--block-dim", "8,16,24,48"]
+
+
+def test_model_size_sweep_in_a_new_process(benchmark):
+    """The operator sweep of issue 14's example, in a new process (target: under 5 s)."""
+    benchmark.group = "sweep"
+    benchmark.pedantic(subprocess.run, args=(MODEL_SIZE_SWEEP,),
+                       kwargs=dict(check=True, capture_output=True), rounds=3, iterations=1)
+
+
 def test_cold_start_with_a_warm_numba_cache(benchmark):
     subprocess.run([sys.executable, "-c", COLD_START], check=True)  # warms the cache
     benchmark.group = "cold start"

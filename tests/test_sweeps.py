@@ -108,17 +108,15 @@ def test_sweep_operator_is_public():
     assert lngb.sweep_operator is sweep_operator
 
 
-def test_the_model_size_sweep_prints_a_table_with_the_best_marked_in_under_5_s():
-    start = time.perf_counter()
+def test_the_model_size_sweep_prints_a_table_with_the_best_marked():
+    """(Its speed target, under 5 s, is bench/test_bench.py's model-size sweep case.)"""
     done = subprocess.run([sys.executable, "-m", "lngb", "sweep", "--shape", "8,1024,4096",
                            "--block-dim", "8,16,24,48"], capture_output=True, text=True,
                           timeout=60)
-    elapsed = time.perf_counter() - start
     assert done.returncode == 0, done.stderr
     starred = [line for line in done.stdout.splitlines() if line.startswith("*")]
     assert len(starred) == 1 and "8x1024x4096" in starred[0]
     assert "best for atlas-a2 8x1024x4096 float32: block_dim 48" in done.stdout
-    assert elapsed < 5, f"{elapsed:.1f} s"
 
 
 def test_a_one_ub_sweep_that_cannot_fit_refuses_at_once_pointing_to_the_operator_sweep(capsys):

@@ -12,17 +12,15 @@ from .._jit import njit
 
 
 @njit
-def quiet(x):
-    bits = np.int64(np.float32(x).view(np.uint32)) | 0x400000  # numba widens uint32 math
-    return np.uint32(bits).view(np.float32)
-
-
-@njit
 def first_nan(a, b, r):
     """IEEE leaves open which NaN operand a NaN result carries (and the CPU's choice varies with
-    how a loop compiles): here it is the first NaN operand's, quieted. Written as selects so
-    loops vectorise."""
-    nan_operand = quiet(a) if a != a else quiet(b)
+    how a loop compiles): here it is the first NaN operand's, quieted. The payload is picked as
+    integer bits and quieted once, so the loops vectorise without masked loads (written as
+    `quiet(a) if a != a else quiet(b)`, LLVM loaded b only where a is ordered, with vmaskmovps:
+    4x slower on AMD hosts)."""
+    a_bits = np.int64(np.float32(a).view(np.uint32))   # numba widens uint32 math
+    b_bits = np.int64(np.float32(b).view(np.uint32))
+    nan_operand = np.uint32((a_bits if a != a else b_bits) | 0x400000).view(np.float32)
     return nan_operand if (a != a) | (b != b) else r
 
 
