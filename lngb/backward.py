@@ -4,7 +4,7 @@ LayerNormGradBeta per tile on many cores over GM. Both read the caller's arrays 
 them; outputs are new arrays."""
 import numpy as np
 
-from .arguments import check_int
+from .arguments import FLOAT_DTYPES, check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
 from .host import EmulationResult, OperatorResult, check_threads, core_progress
@@ -45,7 +45,7 @@ def check_backward_inputs(api, arrays):
         if not isinstance(a, np.ndarray):
             raise InvalidArgumentError(f"{api}: {name} must be a numpy array, got "
                                        f"{type(a).__name__}")
-        if a.dtype not in (np.float16, np.float32) or a.dtype != dy.dtype:
+        if a.dtype not in FLOAT_DTYPES or a.dtype != dy.dtype:
             raise InvalidArgumentError(f"{api}: {name} is {a.dtype}; all five inputs must be "
                                        "float16, or all float32")
     if dy.ndim != 3 or 0 in dy.shape:

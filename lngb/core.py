@@ -26,7 +26,7 @@ from .errors import CapacityError, InvalidArgumentError, check_flag, warn
 from .products import SCALAR_REGISTERS, VREG_BYTES, VREG_COUNT, core_bytes, get_product
 from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
-from .runtime.cache import Exact
+from .runtime.cache import Cache, Exact, plain_key
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.events import issue_event
 from .vector_ops.program import DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, SRC0, SRC1, register_after
@@ -63,6 +63,38 @@ FLAG_DELTA = {SET_FLAG: 1, WAIT_FLAG: -1}
 MASK_MODES = tuple(MaskMode)
 
 
+CONFIGS = Cache("core configurations")
+NORMAL = MaskMode.NORMAL
+
+
+def checked_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
+    """(Product, mode, sat_mode 0/1, div_sqrt, reserved_bytes) of AICore's arguments, validated
+    once per distinct plain arguments (runtime.cache.plain_key: True and 1 are different)."""
+    key = plain_key(product, mode, sat_mode, reserved_bytes, div_sqrt)
+    config = None if key is None else CONFIGS.get(key)
+    if config is None:
+        config = _check_config(product, mode, sat_mode, reserved_bytes, div_sqrt)
+        if key is not None:
+            CONFIGS.put(key, config, 256)
+    return config
+
+
+def _check_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
+    product = get_product(product)
+    sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
+    if sat_mode is None:
+        sat_mode = product.saturation_default
+    if product.saturation_only and not sat_mode:
+        raise InvalidArgumentError(f"AICore: {product.name} supports saturation mode "
+                                   "only (sat_mode=True)")
+    div_sqrt = check_choice("AICore", "div_sqrt", div_sqrt, DIV_SQRT)
+    if reserved_bytes is None:
+        reserved_bytes = product.reserved_bytes
+    reserved_bytes = check_int("AICore", "reserved_bytes", reserved_bytes, 0,
+                               product.ub_size - 1)
+    return product, mode, int(bool(sat_mode)), div_sqrt, reserved_bytes
+
+
 class Hook:
     """A function called with each retired record (`AICore.register_hook`)."""
 
@@ -92,26 +124,17 @@ class AICore:
         return core_bytes(get_product(product).ub_size)
 
     def __init__(self, product="atlas-a2", mode=None, *, sat_mode=None, reserved_bytes=None,
-                 div_sqrt="ieee", _ub=None):
-        self.product = get_product(product)
-        self.mode = mode = resolve_mode("AICore", mode)
-        sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
-        if sat_mode is None:
-            sat_mode = self.product.saturation_default
-        if self.product.saturation_only and not sat_mode:
-            raise InvalidArgumentError(f"AICore: {self.product.name} supports saturation mode "
-                                       "only (sat_mode=True)")
-        self.sat_mode = int(bool(sat_mode))
-        self.div_sqrt = check_choice("AICore", "div_sqrt", div_sqrt, DIV_SQRT)
+                 div_sqrt="ieee", _ub=None, _config=None):
+        # _config: `core.config` of a core made with the same arguments (lngb.host caches it)
+        self.config = _config or checked_config(product, resolve_mode("AICore", mode), sat_mode,
+                                                reserved_bytes, div_sqrt)
+        self.product, self.mode, self.sat_mode, self.div_sqrt, self.reserved_bytes = self.config
+        mode = self.mode
         self.ub_size = self.product.ub_size
-        if reserved_bytes is None:
-            reserved_bytes = self.product.reserved_bytes
-        self.reserved_bytes = check_int("AICore", "reserved_bytes", reserved_bytes, 0,
-                                        self.ub_size - 1)
         # _ub: a zeroed array of ub_bytes(product) (the multi-core operator's cores share one)
-        self.ub = np.zeros(self.ub_bytes(self.product), np.uint8) if _ub is None else _ub
+        self.ub = np.zeros(core_bytes(self.ub_size), np.uint8) if _ub is None else _ub
         self.allocated = 0
-        self.mask_mode = MaskMode.NORMAL
+        self.mask_mode = NORMAL
         self.mask_high = self.mask_low = FULL_MASK
         self.flags = {}
         self.seq = 0
@@ -229,6 +252,8 @@ class AICore:
 
     def observer(self, role):
         """The attached observer with this `role` attribute (e.g. "sanitizer"), or None."""
+        if not self._observers:
+            return None
         return next((o for o in self._observers if getattr(o, "role", None) == role), None)
 
     @property
@@ -399,7 +424,7 @@ class AICore:
     def set_state(self, state):
         mode, self.mask_high, self.mask_low, self.allocated, flags = state
         self.mask_mode = MASK_MODES[mode]
-        self.flags = {(HardEvent[e], i): n for (e, i), n in flags}
+        self.flags = {(HardEvent[e], i): n for (e, i), n in flags} if flags else {}
 
     def start_recording(self, recorder):
         """Collect the rows issued from now on in `recorder` instead of retiring them; the

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .arguments import check_choice, is_int
+from .arguments import FLOAT_DTYPES, check_choice, is_int
 from .core import AICore, resolve_mode
 from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
@@ -18,12 +18,12 @@ from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
 from .progress import progress_bar
 from .runtime import recording, schedule
-from .runtime.cache import Cache
+from .runtime.cache import Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
-EMULATE_PLANS = Cache("emulate tilings")
+EMULATE_SETUPS = Cache("emulate setups")
 
 
 class EmulationResult:
@@ -105,7 +105,7 @@ def check_inputs(input_dy, res_for_gamma, api="emulate"):
         if not isinstance(a, np.ndarray):
             raise InvalidArgumentError(f"{api}: {name} must be a numpy array, got "
                                        f"{type(a).__name__}")
-        if a.dtype not in (np.float16, np.float32):
+        if a.dtype not in FLOAT_DTYPES:
             raise InvalidArgumentError(f"{api}: {name} dtype {a.dtype} must be float16 or float32")
         if a.ndim != 3 or 0 in a.shape:
             raise InvalidArgumentError(f"{api}: {name} must be a non-empty [B, S, H] array, "
@@ -164,21 +164,28 @@ def check_stack_buffer_size(api, stack_buffer_size):
     return None if stack_buffer_size is None else int(stack_buffer_size)
 
 
-def _emulate_plan(core, shape, dtype, stack_buffer_size, is_reuse_source, reuse_buffer):
-    """(temp bytes, tiling, the key of the kernel's program on a fresh core) of one emulate()
-    configuration, computed once."""
-    # value-exact: every part is a checked int, str, bool or None already
-    key = (shape, dtype.str, core.product.name, core.sat_mode, stack_buffer_size,
-           is_reuse_source, reuse_buffer)
-    plan = EMULATE_PLANS.get(key)
-    if plan is None:
+def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
+                   stack_buffer_size):
+    """(core configuration, temp bytes, tiling, the key of the kernel's program on a fresh core,
+    is_reuse_source, reuse_buffer) of one emulate() configuration, checked and computed once."""
+    key = plain_key(product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
+    if key is not None:
+        key += (shape, dtype.str)   # from check_inputs: a tuple of ints and a str
+    setup = None if key is None else EMULATE_SETUPS.get(key)
+    if setup is None:
+        is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
+        reuse_buffer = check_choice("emulate", "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
+        stack_buffer_size = check_stack_buffer_size("emulate", stack_buffer_size)
+        core = AICore(product, mode, sat_mode=sat_mode)   # fresh: every fresh core's state
         tmp_bytes = choose_stack_buffer_size(shape, dtype, core.product, stack_buffer_size)
         tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
                                                   is_reuse_source)
         kernel_key = ("emulate", shape, dtype.str, tmp_bytes, is_reuse_source, reuse_buffer)
-        plan = EMULATE_PLANS.put(key, (tmp_bytes, tiling, recording.program_key(core, kernel_key)),
-                                 2048)
-    return plan
+        setup = (core.config, tmp_bytes, tiling, recording.program_key(core, kernel_key),
+                 is_reuse_source, reuse_buffer)
+        if key is not None:
+            EMULATE_SETUPS.put(key, setup, 2048)
+    return setup
 
 
 def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
@@ -187,13 +194,11 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
     place) and new output arrays; returns (core, kernel, its GM arrays, the key of its program,
     pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
-    is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
-    reuse_buffer = check_choice("emulate", "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
-    stack_buffer_size = check_stack_buffer_size("emulate", stack_buffer_size)
-    core = AICore(product, mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
-    tmp_bytes, tiling, key = _emulate_plan(core, shape, dtype, stack_buffer_size,
-                                           is_reuse_source, reuse_buffer)
+    config, tmp_bytes, tiling, key, is_reuse_source, reuse_buffer = _emulate_setup(
+        shape, dtype, product, resolve_mode("emulate", mode), sat_mode, is_reuse_source,
+        reuse_buffer, stack_buffer_size)
+    core = AICore(_config=config)
     h = shape[2]
     outputs = np.empty(2 * h, dtype)
     pd_gamma, pd_beta = outputs[:h], outputs[h:]

@@ -57,6 +57,18 @@ def cache_key(*parts):
     return Exact(map(exact, parts))
 
 
+def plain_key(*values):
+    """A value-exact key of plain arguments (int, str, bool, None: each tagged with its type, so
+    1 and True differ) without cache_key's walk, for the hot paths; None when a value is of any
+    other type (the caller then checks its arguments uncached)."""
+    if all(type(v) in PLAIN_ARGUMENTS for v in values):
+        return tuple(map(type, values)) + values
+    return None
+
+
+PLAIN_ARGUMENTS = frozenset((int, str, bool, type(None)))
+
+
 def exact(value):
     """One value's exact form, as a part of a key."""
     kind = type(value)
