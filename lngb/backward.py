@@ -179,23 +179,31 @@ class BackwardResult(OperatorResult):
         return {"pd_x": self.pd_x, "pd_gamma": self.pd_gamma, "pd_beta": self.pd_beta}
 
 
-def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
-                                epsilon=1e-5, product="atlas-a2", block_dim=None,
-                                tile_rows=None, threads=None, mode=None, sat_mode=None,
-                                progress=False):
-    """The whole LayerNorm backward on `block_dim` emulated cores over GM
-    (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
-    the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
-    BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
-    Results do not depend on `threads` (default: the CPU count). `progress`: a progress bar on
-    stderr while an observed or checked run goes core by core."""
-    api = API
-    mode = resolve_mode(api, mode)
-    arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
+class PreparedBackward:
+    """A backward run set up: tiling, fresh cores, their GM buffers by slot, and `kernel(c,
+    runner)` (core c's kernel, live unless another runner is given)."""
+
+    def __init__(self, tiling, cores, gms, outputs, shape):
+        self.tiling, self.cores, self.gms, self.outputs, self.shape = (tiling, cores, gms,
+                                                                       outputs, shape)
+
+    def kernel(self, c, runner=None):
+        runner = runner or schedule.Live(self.cores[c], self.gms[c])
+        return LayerNormBackwardKernel(self.cores[c], self.tiling, c, self.gms[c], runner)
+
+    def results(self):
+        """(pd_x, pd_gamma, pd_beta): views of the output GM (filled once every core is done)."""
+        dtype, h = np.dtype(self.tiling.dtype), self.tiling.h
+        at = self.tiling.layout()
+        results = self.outputs[:at["pd_x"]].view(dtype)
+        return (self.outputs[at["pd_x"]:].view(dtype).reshape(self.shape), results[:h],
+                results[h:2 * h])
+
+
+def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_mode, api=API):
+    """Checks the backward's inputs and sets up its run (PreparedBackward) in `mode`."""
     check_backward_inputs(api, arrays)
-    threads = check_threads(api, threads)
-    progress = check_flag(api, "progress", progress)
-    dtype, (b, s, h) = input_dy.dtype, input_dy.shape
+    dtype, (b, s, h) = arrays[0].dtype, arrays[0].shape
     eps = epsilon_value(epsilon, dtype, api)
     product = get_product(product)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows)):
@@ -208,18 +216,33 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
         raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         params[at[name]:at[name] + raw.size] = raw
     outputs = np.empty(at["outputs"], np.uint8)
-    dy, x = gm_bytes(input_dy, api), gm_bytes(input_x, api)
+    dy, x = gm_bytes(arrays[0], api), gm_bytes(arrays[1], api)
     row_bytes = h * dtype.itemsize
     gms = [(dy[a * row_bytes:(a + n) * row_bytes], x[a * row_bytes:(a + n) * row_bytes], params,
             outputs) for a, n in tiling.core_rows]
-    ub_bytes = AICore.ub_bytes(product)
-    ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)
+    ubs = np.zeros((tiling.block_dim, AICore.ub_bytes(product)), np.uint8)
     cores = [AICore(product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
+    return PreparedBackward(tiling, cores, gms, outputs, (b, s, h))
 
-    def kernel(c, runner=None):
-        runner = runner or schedule.Live(cores[c], gms[c])
-        return LayerNormBackwardKernel(cores[c], tiling, c, gms[c], runner)
 
+def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
+                                epsilon=1e-5, product="atlas-a2", block_dim=None,
+                                tile_rows=None, threads=None, mode=None, sat_mode=None,
+                                progress=False):
+    """The whole LayerNorm backward on `block_dim` emulated cores over GM
+    (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
+    the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
+    BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
+    Results do not depend on `threads` (default: the CPU count). `progress`: a progress bar on
+    stderr while an observed or checked run goes core by core. `lngb.debug.BackwardDebugger`
+    steps through the same run."""
+    api = API
+    mode = resolve_mode(api, mode)
+    threads = check_threads(api, threads)
+    progress = check_flag(api, "progress", progress)
+    run = prepare_backward((input_dy, input_x, input_variance, input_mean, input_gamma), epsilon,
+                           product, block_dim, tile_rows, mode, sat_mode)
+    tiling, cores, gms, kernel = run.tiling, run.cores, run.gms, run.kernel
     plan = None
     if mode == "fast":
         plan = schedule.plan(("LayerNorm backward", tiling), cores, kernel)
@@ -232,8 +255,6 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
                 core.sanitizer.finish(core.flags)
         if mode == "checked":
             check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES,
-                     inputs=[(WORKSPACE, 0, at["workspace"])])
-    results = outputs[:at["pd_x"]].view(dtype)
-    pd_x = outputs[at["pd_x"]:].view(dtype).reshape(b, s, h)
-    return BackwardResult(pd_x, results[:h], results[h:2 * h], tiling, cores, plan,
+                     inputs=[(WORKSPACE, 0, tiling.layout()["workspace"])])
+    return BackwardResult(*run.results(), tiling, cores, plan,
                           [core.trace for core in cores] if mode != "fast" else None)

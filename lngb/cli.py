@@ -332,7 +332,17 @@ def trace_command(args):
 def debug_command(args):
     from .debug import DebugShell, Debugger
     dy, rfg = _kernel_inputs(args)
-    if args.block_dim is not None:
+    if args.api == "backward":
+        from .debug import BackwardDebugger
+        if (args.dy or args.res_for_gamma or args.stack_buffer_size is not None
+                or args.reuse_source or args.shape != (1, 8, 8) or args.dtype != "float32"):
+            raise InvalidArgumentError(
+                "lngb debug --api backward steps LayerNormGrad's documented example ([1, 8, 8] "
+                "float32, epsilon 1e-4; --product and --block-dim apply); for other inputs use "
+                "lngb.debug.BackwardDebugger(dy, x, variance, mean, gamma, ...)")
+        debugger = BackwardDebugger(*_doc_example(), epsilon=1e-4, product=args.product,
+                                    block_dim=args.block_dim)
+    elif args.block_dim is not None:
         from .debug import OperatorDebugger
         if args.stack_buffer_size is not None or args.reuse_source:
             raise InvalidArgumentError("lngb debug: --stack-buffer-size and --reuse-source are "
@@ -429,6 +439,9 @@ def main(argv=None):
                    help="trace the multi-core operator on this many cores (any size; a stream "
                         "per core)")
     p.set_defaults(func=trace_command)
+    sub.choices["debug"].add_argument("--api", default=APIS[0], choices=(APIS[0], APIS[2]),
+                                      help="layer-norm-grad-beta (default), or backward: the "
+                                           "whole backward on LayerNormGrad's documented example")
     sub.choices["debug"].add_argument("--commands", help="read debugger commands from this file")
     sub.choices["debug"].add_argument("--block-dim", type=int,
                                       help="step the multi-core operator on this many cores "

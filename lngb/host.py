@@ -244,6 +244,11 @@ class PreparedOperator:
             runner = schedule.Live(self.cores[c], self.gms[c])
         return LayerNormGradBetaKernel(self.cores[c], self.tiling, c, self.gms[c], runner)
 
+    def results(self):
+        """(pd_gamma, pd_beta): views of the output GM (filled once every core is done)."""
+        out = self.output.view(np.dtype(self.tiling.dtype))
+        return out[:self.tiling.h], out[self.tiling.h:]
+
 
 def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode=None,
                      tile_rows=None, tile_cols=None):
@@ -294,8 +299,7 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
                 core.sanitizer.finish(core.flags)
         if mode == "checked":
             check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES)
-    out = run.output.view(input_dy.dtype)
-    return OperatorResult(out[:tiling.h], out[tiling.h:], tiling, cores, plan,
+    return OperatorResult(*run.results(), tiling, cores, plan,
                           [core.trace for core in cores] if mode != "fast" else None)
 
 

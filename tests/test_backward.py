@@ -238,3 +238,40 @@ def test_a_users_backward_kernel_gives_the_oracles_bits(mode):
              for k in range(TILES)]
     same_bits(gamma, tiles[0][0] + tiles[1][0])   # fp32 adds, in tile order
     same_bits(beta, tiles[0][1] + tiles[1][1])
+
+
+@pytest.mark.parametrize("product, dtype", [("atlas-a2", F32), ("atlas-350", F16)])
+def test_the_backward_debugger_steps_each_core_to_the_oracles_bits(product, dtype):
+    from lngb.debug import BackwardDebugger, WaitingAtSyncAll
+    data = inputs((1, 6, 64), dtype)
+    dbg = BackwardDebugger(*data, product=product, block_dim=2)
+    assert {"dy0", "x0", "var0", "mean0", "gamma", "pdx", "rfg", "acc", "total"} <= set(dbg.tensors)
+    dbg.set_breakpoint("LayerNormGrad")
+    reason, record = dbg.run()
+    assert reason == "breakpoint" and "LayerNormGrad" in [f.function for f in dbg.where()]
+    assert dbg.run_until("SyncAll").name == "SyncAll"
+    dbg.step()
+    with pytest.raises(WaitingAtSyncAll, match=r"core 0 waits at SyncAll for cores \[1\]"):
+        dbg.step()
+    with pytest.raises(lngb.InvalidArgumentError, match=r"cores \[0, 1\] have not run"):
+        dbg.results()
+    dbg.run_all()
+    pd_x, gamma, beta = dbg.results()
+    want = lngb.emulate_layer_norm_backward(*data, product=product, block_dim=2)
+    oracle = expected(data, want, product)
+    for got, expect in zip((pd_x, gamma, beta), oracle):
+        same_bits(got, expect)
+
+
+def test_lngb_debug_api_backward_steps_the_documented_example(tmp_path, capsys):
+    from lngb.cli import main
+    commands = tmp_path / "commands"
+    commands.write_text("break LayerNormGrad\ncontinue\nfocus 1\ncontinue\nfocus 0\ncontinue\n"
+                        "focus 1\ncontinue\nfocus 0\ncontinue\n")
+    assert main(["debug", "--api", "backward", "--block-dim", "2",
+                 "--commands", str(commands)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped (breakpoint)" in out and "LayerNormGrad(pdx, rfg" in out
+    assert "finished: pdGamma=" in out and "pdX[0, 0]=[ 3.0548177" in out
+    assert main(["debug", "--api", "backward", "--shape", "1,8,16"]) == 2
+    assert "BackwardDebugger(dy, x, variance, mean, gamma" in capsys.readouterr().err

@@ -1094,6 +1094,14 @@ def _operator_debugger(ctx):
                 {"product": ctx.product, "block_dim": 2, "sat_mode": None})
 
 
+@target("BackwardDebugger", 30)
+def _backward_debugger(ctx):
+    return Call("lngb.debug.BackwardDebugger", lngb.debug.BackwardDebugger,
+                _backward_inputs(_floats(ctx), (1, 4, 16)),
+                {"epsilon": 1e-5, "product": ctx.product, "block_dim": 2, "tile_rows": None,
+                 "sat_mode": None})
+
+
 @target("OperatorDebugger-methods", 60, modes=("fast",))
 def _operator_debugger_methods(ctx):
     dbg = lngb.debug.OperatorDebugger(OPERATOR_INPUT, OPERATOR_INPUT.copy(), product=ctx.product,

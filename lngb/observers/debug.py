@@ -18,6 +18,7 @@ import numpy as np
 
 from ..arguments import is_int
 from ..errors import InvalidArgumentError, LngbError
+from ..backward import prepare_backward
 from ..host import prepare_operator, sample_kernel
 from ..simulate import global_tensors
 from ..record import call_site, clear_footprint, footprint_flags
@@ -369,8 +370,12 @@ class OperatorDebugger:
 
     def __init__(self, input_dy, res_for_gamma, *, product="atlas-a2", block_dim=None,
                  sat_mode=None):
-        run = prepare_operator(input_dy, res_for_gamma, product, block_dim, "fast", sat_mode)
-        self.tiling, self.output = run.tiling, run.output
+        self._attach(prepare_operator(input_dy, res_for_gamma, product, block_dim, "fast",
+                                      sat_mode))
+
+    def _attach(self, run):
+        """A core debugger per core of `run` (host.PreparedOperator or PreparedBackward)."""
+        self.tiling, self._run = run.tiling, run
         self.debuggers, breakpoints = [], set()
         for c, (core, gms) in enumerate(zip(run.cores, run.gms)):
             kernel = run.kernel(c)  # recorded below, never run live
@@ -398,13 +403,13 @@ class OperatorDebugger:
         return self.debuggers[self.focused]
 
     def results(self):
-        """(pd_gamma, pd_beta), once every core has run to the end."""
+        """(pd_gamma, pd_beta) (BackwardDebugger: (pd_x, pd_gamma, pd_beta)), once every core has
+        run to the end."""
         if not self.finished:
             behind = [d.index for d in self.debuggers if not d.finished]
             raise InvalidArgumentError(f"results: cores {behind} have not run to the end; the "
                                        "outputs are in GM only then (run_all())")
-        out = self.output.view(np.dtype(self.tiling.dtype))
-        return out[:self.tiling.h].copy(), out[self.tiling.h:].copy()
+        return tuple(a.copy() for a in self._run.results())
 
     @property
     def finished(self):
@@ -416,6 +421,19 @@ class OperatorDebugger:
             for d in self.debuggers:
                 while not d.finished and (phase == "end" or d.pc < d.barrier):
                     d._execute_next()
+
+
+class BackwardDebugger(OperatorDebugger):
+    """OperatorDebugger for `lngb.emulate_layer_norm_backward` (same arguments, mode aside):
+    each core's LayerNormGrad and LayerNormGradBeta, instruction by instruction, with the same
+    focus, SyncAll and breakpoint rules; `results()` gives (pd_x, pd_gamma, pd_beta)."""
+
+    def __init__(self, input_dy, input_x, input_variance, input_mean, input_gamma, *,
+                 epsilon=1e-5, product="atlas-a2", block_dim=None, tile_rows=None,
+                 sat_mode=None):
+        self._attach(prepare_backward((input_dy, input_x, input_variance, input_mean,
+                                       input_gamma), epsilon, product, block_dim, tile_rows,
+                                      "fast", sat_mode, api="BackwardDebugger"))
 
 
 def _close_matches(word, words):
@@ -708,9 +726,11 @@ class DebugShell(cmd.Cmd):
         if self.dbg.next is None:
             if not self.dbg.finished:   # this core of the multi-core operator
                 return [f"core {self.dbg.focused} reached the end; focus another core"]
-            gamma, beta = self.dbg.results()
+            *pd_x, gamma, beta = self.dbg.results()   # BackwardDebugger: pdX first
             return [f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
-                    f"pdBeta={np.array2string(beta, threshold=16)}"]
+                    f"pdBeta={np.array2string(beta, threshold=16)}"
+                    + (f" pdX[0, 0]={np.array2string(pd_x[0][0, 0], threshold=16)}"
+                       if pd_x else "")]
         record, frames = self.dbg.next, self.dbg.where()
         if not frames:
             return [f"> next #{record.seq} {record.name} ({record.source})"]
