@@ -30,16 +30,18 @@ def full_cycles(tiling):
     return operator_cost(tiling.product, rows).cycles
 
 
-@pytest.mark.parametrize("shape,dtype,block_dim", [((2, 64, 1024), np.float16, 4),
-                                                   ((3, 50, 384), np.float32, 7),
-                                                   ((8, 128, 4096), np.float32, 8),
-                                                   ((2, 300, 256), np.float32, 5)])
-def test_a_configuration_costs_what_the_operator_run_costs(shape, dtype, block_dim):
-    """The sweep's cycles for the operator's own tiling are emulate_operator's cost, bit for bit,
+@pytest.mark.parametrize("shape,dtype,block_dim,tiles", [
+    ((2, 64, 1024), np.float16, 4, (None, None)),
+    ((3, 50, 384), np.float32, 7, (None, None)),
+    ((8, 8, 1024), np.float32, 8, (1, 512)),   # 8 tiles of 2 column slices a core, as H = 4096
+    ((2, 300, 256), np.float32, 5, (None, None))])
+def test_a_configuration_costs_what_the_operator_run_costs(shape, dtype, block_dim, tiles):
+    """The sweep's cycles for the operator's tiling are emulate_operator's cost, bit for bit,
     also where cores with many tiles are costed from shortened runs."""
     dy = np.ones(shape, dtype)
-    want = lngb.emulate_operator(dy, dy, block_dim=block_dim, threads=1).cost
-    t = operator_tiling(shape, dtype, "atlas-a2", block_dim)
+    want = lngb.emulate_operator(dy, dy, block_dim=block_dim, threads=1, tile_rows=tiles[0],
+                                 tile_cols=tiles[1]).cost
+    t = operator_tiling(shape, dtype, "atlas-a2", block_dim, *tiles)
     cycles, clock = operator_cycles(t)
     assert cycles == want.cycles and clock == want.clock_mhz
 
