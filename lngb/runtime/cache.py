@@ -75,6 +75,8 @@ def exact(value):
     if kind in PLAIN or kind is Exact:
         return value  # nothing else hashes equal to them once the other types are tagged
     if kind is tuple:
+        if all(map(PLAIN.__contains__, map(type, value))):
+            return value   # what the walk below would build: plain values are their own form
         return tuple(map(exact, value))
     if kind is float:
         return (FLOAT, struct.pack("<d", value))

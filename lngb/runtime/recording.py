@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, warn
 from ..products import SCALAR_REGISTERS
 from ..vector_ops.program import GM_SLOTS, N_COLS
-from .cache import SCALAR_REGISTER, Cache, Exact, Uncacheable, cache_key
+from .cache import SCALAR_REGISTER, Cache, Exact, Uncacheable, exact
 
 NO_GM = np.zeros(0, dtype=np.uint8)
 PROGRAMS = Cache("programs")
@@ -170,8 +170,8 @@ def run_recorded(core, key, body, gms=(), dry_run_first=False):
 def program_key(core, key):
     """The key of `key`'s Program on this core as it is now. The mode is part of it: a kernel
     may check more in checked mode (a HazardError where fast mode warns)."""
-    return cache_key(key, core.product.name, core.mode, core.sat_mode, core.div_sqrt,
-                     core.reserved_bytes, core.state())
+    return Exact((exact(key), core.product.name, core.mode, core.sat_mode, core.div_sqrt,
+                  core.reserved_bytes, core.state()))   # the core's parts: plain values
 
 
 def runs_live(core):
