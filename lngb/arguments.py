@@ -14,7 +14,6 @@ import numpy as np
 from .errors import InvalidArgumentError
 
 # The element types the vector unit has instructions for (native byte order).
-FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))   # the APIs' data types
 UNIT_DTYPES = tuple(np.dtype(d) for d in (np.float16, np.float32, np.uint8, np.int8, np.uint16,
                                           np.int16, np.uint32, np.int32))
 FLOAT_DTYPES = UNIT_DTYPES[:2]
