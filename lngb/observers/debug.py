@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..arguments import is_int
-from ..errors import InvalidArgumentError, LngbError
 from ..backward import prepare_backward
+from ..errors import InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
 from ..simulate import global_tensors
 from ..record import call_site, clear_footprint, footprint_flags

@@ -66,7 +66,7 @@ def plain_key(*values):
     return None
 
 
-PLAIN_ARGUMENTS = frozenset((int, str, bool, type(None)))
+PLAIN_ARGUMENTS = PLAIN | {bool}
 
 
 def exact(value):
