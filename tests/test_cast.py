@@ -51,6 +51,7 @@ def cast_rows(dt, sdt, rm):
     r("full", "", mask=64, repeat=3, strides=contig)
     r("full", "default_params", mask=64, repeat=2)
     r("partial_mask", "continuous", mask=37, repeat=3, strides=contig)
+    r("partial_mask", "first_lanes_one_repeat", mask=37, repeat=1, strides=contig)
     r("partial_mask", "zero", mask=0, repeat=3, strides=contig, nop=True)
     r("partial_mask", "placeholder", form="normal_ph", mask=rand_mask(F32, MASK_RNG), repeat=2,
       strides=contig)

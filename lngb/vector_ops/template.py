@@ -21,21 +21,22 @@ import numpy as np
 
 from lngb._jit import njit, prefetch
 from lngb.vector_ops.half import float_to_half, narrow_rint, widen
-from lngb.vector_ops.kernels import NONE, RINT, load, scalar_value, store, to_half
+from lngb.vector_ops.kernels import NONE, RINT, f32_bits, load, scalar_of, store, to_half
 from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
 from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, COUNTER, DST, DST_BLK,
                                      DST_REP, DT_DST, DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO,
                                      EVENT, F32, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND,
-                                     MASK0, OP, REDUCE, REPEAT, ROUND, SAT, SCALAR_READ, SOURCES,
-                                     SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
+                                     MASK0, OP, REDUCE, REPEAT, ROUND, SAT, SCALAR, SCALAR_AT,
+                                     SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                                     SRC1_REP, UB_TO_GM)
 from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
                                   lane_active, lane_index, lanes_per_repeat, repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
 
-@njit(inline="always")
+@njit
 def flat_f32_LANE(f32, d, a, b, s, n):
     """Contiguous float operands. Slicing first lets the loops index from 0 without wrap-around
     checks, and naming an in-place operand as dst itself spares LLVM an alias check that would
@@ -57,7 +58,7 @@ def flat_f32_LANE(f32, d, a, b, s, n):
             dv[i] = lane_LANE(av[i], bv[i], s)
 
 
-@njit(inline="always")
+@njit
 def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
     """Contiguous half operands (float ones take flat_f32_of)."""
     for i in range(n):
@@ -92,13 +93,25 @@ def lane_of(op, a, b, s):
     return lane_LANE(a, b, s)
 
 
-@njit(inline="always")
+@njit
+def flat_f32_of(op, f32, d, a, b, s, n):
+    """The float loops of instruction `op`."""
+    flat_f32_LANE(f32, d, a, b, s, n)
+
+
+@njit
+def flat_half_of(op, u16, d, a, b, s, n, round_mode, sat):
+    """The half loops of instruction `op`."""
+    flat_half_LANE(u16, d, a, b, s, n, round_mode, sat)
+
+
+@njit
 def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):
     """The contiguous loops of instruction `op`."""
     if dt == F32 and st == F32:
-        flat_f32_LANE(f32, d, a, b, s, n)
+        flat_f32_of(op, f32, d, a, b, s, n)
     elif dt == st:
-        flat_half_LANE(u16, d, a, b, s, n, round_mode, sat)
+        flat_half_of(op, u16, d, a, b, s, n, round_mode, sat)
     else:
         flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat)
 
@@ -108,12 +121,12 @@ def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):
 @njit(inline="always")
 def elementwise(f32, u16, row):
     """Every active lane of every repeat: dst = lane(src0, src1, scalar), rounded to dst's type.
-    Contiguous operands take the instruction's flat loops; the order of lanes is the same."""
-    op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
+    Contiguous operands take the instruction's flat loops, others the walk (the same order of
+    lanes). Inlined in `execute`, this keeps only the test and the calls: a float row with an
+    immediate scalar, the hot case, costs one call with plain arguments."""
+    dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
-    s = scalar_value(f32, u16, row)
-    round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     n = flat_count(row, epr)
     if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
             and (sources < 1 or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
@@ -121,9 +134,25 @@ def elementwise(f32, u16, row):
             and (dt == st or sources <= 1)):
         # element indices by shifts: addresses are non-negative and aligned to the type
         dshift, sshift = element_shift(dt), element_shift(st)
-        flat_of(op, f32, u16, dt, st, row[DST] >> dshift, row[SRC0] >> sshift,
-                row[SRC1] >> sshift, s, n, round_mode, sat)
+        d, a, b = row[DST] >> dshift, row[SRC0] >> sshift, row[SRC1] >> sshift
+        if dt == F32 and st == F32 and row[SCALAR_AT] == 0:
+            flat_f32_of(row[OP], f32, d, a, b, f32_bits(row[SCALAR]), n)
+        else:
+            flat_of(row[OP], f32, u16, dt, st, d, a, b,
+                    scalar_of(f32, u16, dt, row[SCALAR_AT], row[SCALAR]), n, row[ROUND],
+                    row[SAT] != 0)
         return
+    walk(f32, u16, row)
+
+
+@njit
+def walk(f32, u16, row):
+    """The element-wise instruction lane by lane, for strided operands and partial masks."""
+    op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
+    dsize, ssize = dtype_size(dt), dtype_size(st)
+    epr = lanes_per_repeat(row)
+    s = scalar_of(f32, u16, dt, row[SCALAR_AT], row[SCALAR])
+    round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     lanes = np.empty(128, dtype=np.float32)
     for r in range(repeat_count(row, epr)):
         for e in range(epr):  # read every source lane of the repeat before writing any

@@ -62,14 +62,34 @@ def contiguous(size, blk_stride, rep_stride, epr):
 
 
 @njit(inline="always")
+def prefix_length(mask):
+    """k when mask (>= 0) has exactly its k lowest bits set, else -1."""
+    if mask & (mask + 1) != 0:
+        return -1
+    k = 0
+    while mask != 0:
+        mask >>= 1
+        k += 1
+    return k
+
+
+@njit(inline="always")
 def flat_count(row, epr):
-    """Elements touched when every lane of every repeat is active, else -1 (counter mode: count)."""
+    """Elements touched when the active lanes are one run from lane 0 of the first repeat (every
+    lane of every repeat, counter mode's count, or one repeat whose mask sets its first lanes),
+    else -1."""
     if row[COUNTER] != 0:
         return row[MASK0]
-    full_low = row[MASK0] == -1
-    full_high = epr <= 64 or row[MASK1] == -1
-    if full_low and full_high:
+    low, high = row[MASK0], row[MASK1]
+    if low == -1 and (epr <= 64 or high == -1):
         return row[REPEAT] * epr
+    if row[REPEAT] != 1:
+        return -1
+    if epr > 64 and low == -1:
+        k = prefix_length(high)
+        return 64 + k if k >= 0 else -1
+    if epr <= 64 or high == 0:
+        return prefix_length(low)
     return -1
 
 
