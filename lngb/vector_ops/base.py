@@ -6,11 +6,12 @@ from ..errors import InvalidArgumentError, check_flag
 from ..runtime.recording import ScalarAccess, ScalarRef
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
                      check_range, footprint)
-from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, MASK0,
+from .program import (COUNTER, DST, DST_BLK, DST_REP, DT_DST, DT_SRC, DTYPE_CODE, FLAT, MASK0,
                       MASK1, MASK_SETS, REPEAT, ROUND, SAT, SCALAR, SCALAR_AT, SOURCES, SRC0,
                       SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, as_int64, new_row,
                       set_register)
 from .types import MASK_PLACEHOLDER, MaskMode
+from .walk import flat_elements
 
 FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32))
 FULL = UINT64_MAX
@@ -123,6 +124,7 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
     row[SAT] = 0 if not saturates else (core.sat_mode if sat_mode is None else int(bool(sat_mode)))
     row[SOURCES] = entry.family.sources
     row[MASK_SETS] = 4 if count_form else int(is_set_mask)
+    row[FLAT] = flat_elements(row)
     set_register(row, mode, *register)
     core.issue(row, (dst, *sources))
 

@@ -8,11 +8,11 @@ dispatches on KIND, never on the numeric order of opcodes.
 """
 import numpy as np
 
-N_COLS = 30
+N_COLS = 31
 (OP, KIND, PIPE, DT_DST, DT_SRC, DST, SRC0, SRC1, SCALAR, COUNTER, MASK0, MASK1, REPEAT,
  DST_BLK, SRC0_BLK, SRC1_BLK, DST_REP, SRC0_REP, SRC1_REP, ROUND, SAT, SOURCES,
  EMPTY_GROUPS, GROUP_WIDTH, GROUP_UNIT, MASK_SETS, REG_MODE, REG_LOW, REG_HIGH,
- SCALAR_AT) = range(30)
+ SCALAR_AT, FLAT) = range(N_COLS)
 # SCALAR: the scalar operand's bits in dst's type; SCALAR_AT: 0, or 1 + the byte address of a
 # scalar register a GetValue filled, whose value the instruction uses instead (at execution).
 # PIPE: the pipe the row runs on (a Pipe; DataCopy by direction, SetFlag/WaitFlag by event).
@@ -23,6 +23,8 @@ N_COLS = 30
 # MASK_SETS: mask-register writes the call makes itself (cost model only): the count form sets
 # counter mode, the count, normal mode and the full mask (4); a mask argument sets the mask (1).
 # REG_MODE, REG_LOW, REG_HIGH: the mask register after the instruction (every row, events too).
+# FLAT (element-wise rows): how many elements the contiguous loops run, or -1 for the lane walk
+# (walk.flat_elements, set once the row's fields are; decoded at every execution it cost ~35 ns).
 
 # DataCopy rows reuse columns: the burst parameters, the direction and the GM buffer's slot.
 BLOCK_COUNT, BLOCK_LEN, SRC_GAP, DST_GAP, GM_SLOT, COPY_DIR = (REPEAT, DST_BLK, SRC0_BLK,
@@ -45,7 +47,7 @@ EMPTY_KEEP, EMPTY_ZERO = 0, 1
 def new_row(entry, pipe=None):
     """A zeroed row of the table entry `entry` on `pipe` (default: the entry's own)."""
     row = np.zeros(N_COLS, dtype=np.int64)
-    row[OP], row[KIND] = entry.opcode, entry.family.kind
+    row[OP], row[KIND], row[FLAT] = entry.opcode, entry.family.kind, -1
     row[PIPE] = entry.pipe if pipe is None else pipe
     return row
 

@@ -26,12 +26,12 @@ from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
 from lngb.vector_ops.program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, COUNTER, DST, DST_BLK,
                                      DST_REP, DT_DST, DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO,
-                                     EVENT, F32, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND,
-                                     MASK0, OP, REDUCE, REPEAT, ROUND, SAT, SCALAR, SCALAR_AT,
+                                     EVENT, F32, FLAT, GM_SLOT, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
+                                     KIND, MASK0, OP, REDUCE, REPEAT, ROUND, SAT, SCALAR, SCALAR_AT,
                                      SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
                                      SRC1_REP, UB_TO_GM)
-from lngb.vector_ops.walk import (burst, contiguous, dtype_size, element_shift, flat_count,
-                                  lane_active, lane_index, lanes_per_repeat, repeat_count)
+from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift, lane_active,
+                                  lane_index, lanes_per_repeat, repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
@@ -117,33 +117,6 @@ def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):
 
 
 # --- executor --------------------------------------------------------------------------------
-
-@njit(inline="always")
-def elementwise(f32, u16, row):
-    """Every active lane of every repeat: dst = lane(src0, src1, scalar), rounded to dst's type.
-    Contiguous operands take the instruction's flat loops, others the walk (the same order of
-    lanes). Inlined in `execute`, this keeps only the test and the calls: a float row with an
-    immediate scalar, the hot case, costs one call with plain arguments."""
-    dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
-    dsize, ssize = dtype_size(dt), dtype_size(st)
-    epr = lanes_per_repeat(row)
-    n = flat_count(row, epr)
-    if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
-            and (sources < 1 or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
-            and (sources < 2 or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))
-            and (dt == st or sources <= 1)):
-        # element indices by shifts: addresses are non-negative and aligned to the type
-        dshift, sshift = element_shift(dt), element_shift(st)
-        d, a, b = row[DST] >> dshift, row[SRC0] >> sshift, row[SRC1] >> sshift
-        if dt == F32 and st == F32 and row[SCALAR_AT] == 0:
-            flat_f32_of(row[OP], f32, d, a, b, f32_bits(row[SCALAR]), n)
-        else:
-            flat_of(row[OP], f32, u16, dt, st, d, a, b,
-                    scalar_of(f32, u16, dt, row[SCALAR_AT], row[SCALAR]), n, row[ROUND],
-                    row[SAT] != 0)
-        return
-    walk(f32, u16, row)
-
 
 @njit
 def walk(f32, u16, row):
@@ -249,29 +222,23 @@ def reduce(f32, u16, row, scratch, flags):
 
 
 @njit
-def broadcast(f32, u16, row):
-    """Brcb: element (8q + k) * step of src fills the 32-byte block k of repeat q of dst (step =
-    SRC0_BLK: 1 for Brcb, 0 for DuplicateLane)."""
-    size = dtype_size(row[DT_DST])
-    per_block = 32 // size
-    src, step = row[SRC0] // size, row[SRC0_BLK]
-    for q in range(row[REPEAT]):
+def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
+    """Brcb: element (8q + k) * step of src fills the 32-byte block k of repeat q of dst
+    (element indices of buf's type; step = SRC0_BLK: 1 for Brcb, 0 for DuplicateLane)."""
+    for q in range(repeat):
         for k in range(8):
-            block = (row[DST] + 32 * (q * row[DST_REP] + k * row[DST_BLK])) // size
-            if size == 4:
-                f32[block:block + per_block] = f32[src + (8 * q + k) * step]
-            else:
-                u16[block:block + per_block] = u16[src + (8 * q + k) * step]
+            block = dst + per_block * (q * dst_rep + k * dst_blk)
+            value = buf[src + (8 * q + k) * step]
+            for e in range(per_block):
+                buf[block + e] = value
 
 
 @njit
-def copy(ub, gm, row):
-    """DataCopy: BLOCK_COUNT bursts of BLOCK_LEN 32-byte blocks with gaps between them."""
-    direction = row[COPY_DIR]
-    src_buf = gm if direction == GM_TO_UB else ub
-    dst_buf = gm if direction == UB_TO_GM else ub
-    for i in range(row[BLOCK_COUNT]):
-        s, d, length = burst(row, i)
+def copy(dst_buf, src_buf, count, src, dst, length, src_step, dst_step):
+    """DataCopy: `count` bursts of `length` bytes, burst i from src + i * src_step to dst + i *
+    dst_step (walk.bursts; plain arguments, as a row costs reference counts)."""
+    for i in range(count):
+        s, d = src + i * src_step, dst + i * dst_step
         dv, sv = dst_buf[d:d + length], src_buf[s:s + length]
         for k in range(length):  # a plain loop: numba's slice assignment copies byte by byte
             dv[k] = sv[k]
@@ -309,13 +276,39 @@ def execute(ub, gms, program, ahead=None):
         row = program[i]
         kind = row[KIND]
         if kind == ELEMENTWISE:
-            elementwise(f32, u16, row)
+            # Every active lane of every repeat: dst = lane(src0, src1, scalar), rounded to
+            # dst's type. Rows whose FLAT column says so take the instruction's contiguous
+            # loops (a float row with an immediate scalar, the hot case, makes one call with
+            # plain arguments), others the walk: the same lanes in the same order. Written out
+            # here: as an inlined function, its array arguments cost ~20 ns a row in reference
+            # counts.
+            n = row[FLAT]
+            if n < 0:
+                walk(f32, u16, row)
+            else:   # element indices by shifts: addresses are non-negative, type-aligned
+                dt, st = row[DT_DST], row[DT_SRC]
+                d, a, b = (row[DST] >> element_shift(dt), row[SRC0] >> element_shift(st),
+                           row[SRC1] >> element_shift(st))
+                if dt == F32 and st == F32 and row[SCALAR_AT] == 0:
+                    flat_f32_of(row[OP], f32, d, a, b, f32_bits(row[SCALAR]), n)
+                else:
+                    flat_of(row[OP], f32, u16, dt, st, d, a, b,
+                            scalar_of(f32, u16, dt, row[SCALAR_AT], row[SCALAR]), n, row[ROUND],
+                            row[SAT] != 0)
         elif kind == REDUCE:
             reduce(f32, u16, row, scratch, flags)
         elif kind == COPY:
-            copy(ub, gms[row[GM_SLOT]], row)
+            gm, direction = gms[row[GM_SLOT]], row[COPY_DIR]
+            copy(gm if direction == UB_TO_GM else ub, gm if direction == GM_TO_UB else ub,
+                 row[BLOCK_COUNT], *bursts(row))
         elif kind == BROADCAST:
-            broadcast(f32, u16, row)
+            size = dtype_size(row[DT_DST])
+            at = (row[DST] // size, row[SRC0] // size, row[SRC0_BLK], row[REPEAT], row[DST_REP],
+                  row[DST_BLK], 32 // size)
+            if size == 4:
+                broadcast(f32, *at)
+            else:
+                broadcast(u16, *at)
         elif kind == SCALAR_READ:
             scalar_read(ub, row)
             continue

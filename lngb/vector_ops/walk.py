@@ -6,9 +6,9 @@ they are used (inline="always"): a call Numba does not inline costs about 20 ns 
 reference counting of the row it is passed, more than the work of a short vector row.
 """
 from .._jit import njit
-from .program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, COUNTER, DST, DST_GAP, DT_DST,
-                      DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, SRC0, SRC_GAP, UB_TO_GM,
-                      UB_TO_UB)
+from .program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, COUNTER, DST, DST_BLK, DST_GAP,
+                      DST_REP, DT_DST, DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, SOURCES,
+                      SRC0, SRC0_BLK, SRC0_REP, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM, UB_TO_UB)
 
 
 @njit(inline="always")
@@ -93,12 +93,38 @@ def flat_count(row, epr):
     return -1
 
 
+@njit
+def flat_elements(row):
+    """An element-wise row's FLAT column: the elements its contiguous loops run (its active
+    lanes are one run from lane 0, every operand's lanes follow each other in memory, and its
+    types are one, or it has one source), else -1: the lane walk. Both visit the same lanes in
+    the same order."""
+    dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
+    dsize, ssize = dtype_size(dt), dtype_size(st)
+    epr = lanes_per_repeat(row)
+    n = flat_count(row, epr)
+    if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
+            and (sources < 1 or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
+            and (sources < 2 or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))
+            and (dt == st or sources <= 1)):
+        return n
+    return -1
+
+
+@njit(inline="always")
+def bursts(row):
+    """(first source byte, first destination byte, bytes per burst, source step, destination
+    step) of a DataCopy row's BLOCK_COUNT bursts: burst i starts at first + i * step."""
+    length = 32 * row[BLOCK_LEN]
+    return (row[SRC0], row[DST], length, length + 32 * row[SRC_GAP],
+            length + 32 * row[DST_GAP])
+
+
 @njit(inline="always")
 def burst(row, i):
     """(source byte, destination byte, bytes) of burst i of a DataCopy row."""
-    length = 32 * row[BLOCK_LEN]
-    return (row[SRC0] + i * (length + 32 * row[SRC_GAP]),
-            row[DST] + i * (length + 32 * row[DST_GAP]), length)
+    src, dst, length, src_step, dst_step = bursts(row)
+    return src + i * src_step, dst + i * dst_step, length
 
 
 @njit
