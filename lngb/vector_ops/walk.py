@@ -112,18 +112,19 @@ def flat_elements(row):
 
 
 @njit(inline="always")
-def bursts(row):
+def bursts(src, dst, block_len, src_gap, dst_gap):
     """(first source byte, first destination byte, bytes per burst, source step, destination
-    step) of a DataCopy row's BLOCK_COUNT bursts: burst i starts at first + i * step."""
-    length = 32 * row[BLOCK_LEN]
-    return (row[SRC0], row[DST], length, length + 32 * row[SRC_GAP],
-            length + 32 * row[DST_GAP])
+    step) of a DataCopy's bursts from its columns SRC0, DST, BLOCK_LEN, SRC_GAP, DST_GAP: burst
+    i starts at first + i * step."""
+    length = 32 * block_len
+    return src, dst, length, length + 32 * src_gap, length + 32 * dst_gap
 
 
 @njit(inline="always")
 def burst(row, i):
     """(source byte, destination byte, bytes) of burst i of a DataCopy row."""
-    src, dst, length, src_step, dst_step = bursts(row)
+    src, dst, length, src_step, dst_step = bursts(row[SRC0], row[DST], row[BLOCK_LEN],
+                                                  row[SRC_GAP], row[DST_GAP])
     return src + i * src_step, dst + i * dst_step, length
 
 
