@@ -29,7 +29,7 @@ from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, CO
                                      EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32, FLAT, GM_SLOT, GM_TO_UB,
                                      GROUP_UNIT, GROUP_WIDTH, KIND, MASK0, OP, REDUCE, REPEAT, ROUND,
                                      SAT, SCALAR, SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK,
-                                     SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM)
+                                     SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM, UB_TO_UB)
 from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift, lane_active,
                                   lane_index, lanes_per_repeat, repeat_count)
 
@@ -300,10 +300,16 @@ def execute(ub, gms, program, ahead=None):
         elif kind == REDUCE:
             reduce(f32, u16, rows[i], scratch, flags)
         elif kind == COPY:
-            gm, direction = gms[rows[i, GM_SLOT]], rows[i, COPY_DIR]
-            copy(gm if direction == UB_TO_GM else ub, gm if direction == GM_TO_UB else ub,
-                 rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST], rows[i, BLOCK_LEN],
-                                               rows[i, SRC_GAP], rows[i, DST_GAP]))
+            direction = rows[i, COPY_DIR]
+            layout = (rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST],
+                                                    rows[i, BLOCK_LEN], rows[i, SRC_GAP],
+                                                    rows[i, DST_GAP]))
+            if direction == UB_TO_UB:
+                copy(ub, ub, *layout)
+            else:
+                gm = gms[rows[i, GM_SLOT]]
+                copy(gm if direction == UB_TO_GM else ub, gm if direction == GM_TO_UB else ub,
+                     *layout)
         elif kind == BROADCAST:
             size = dtype_size(rows[i, DT_DST])
             brcb = (rows[i, DST] // size, rows[i, SRC0] // size, rows[i, SRC0_BLK],
