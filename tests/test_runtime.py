@@ -126,6 +126,60 @@ def test_the_table_refuses_what_it_cannot_run(toy):
                                                                  (P.F32, P.F32))))
 
 
+
+def walk_order(row, address, size, blk, rep):
+    """The element indices (of `size` bytes) an operand's lanes take, in the lane walk's order
+    (from walk.py's lane_active and lane_index, not from flat_elements)."""
+    from lngb.vector_ops.walk import lane_active, lane_index, lanes_per_repeat, repeat_count
+    epr = lanes_per_repeat(row)
+    return [lane_index(address, size, blk, rep, r, e)
+            for r in range(repeat_count(row, epr)) for e in range(epr)
+            if lane_active(row, r, e, epr)]
+
+
+@settings(max_examples=300 if not NO_JIT else 60, deadline=None)
+@given(data=st.data())
+def test_the_flat_loops_run_exactly_the_lanes_of_the_walk(data):
+    """A row's FLAT column (walk.flat_elements) lets execute run its contiguous loops only when
+    every operand's lanes, in the walk's order, are the elements base, base + 1, ... base + n - 1."""
+    from lngb.vector_ops.walk import flat_elements
+    entry = TABLE[data.draw(st.sampled_from(["Add", "Adds", "Duplicate", "Cast"]), label="op")]
+    row = P.new_row(entry)
+    row[P.DT_DST], row[P.DT_SRC] = (data.draw(st.sampled_from([(0, 0), (1, 1), (0, 1), (1, 0)]),
+                                              label="types"))
+    row[P.SOURCES] = entry.family.sources
+    row[P.DST], row[P.SRC0], row[P.SRC1] = 1024, 4096, 8192
+    row[P.COUNTER] = data.draw(st.booleans(), label="counter")
+    word = st.one_of(st.sampled_from([0, 1, 3, 2**63 - 1, 2**64 - 1, 2**64 - 2, 2**62]),
+                     st.integers(0, 2**64 - 1),
+                     st.integers(0, 64).map(lambda k: 2**k - 1)).map(P.as_int64)
+    row[P.MASK0] = data.draw(st.integers(0, 600) if row[P.COUNTER] else word, label="mask0")
+    row[P.MASK1] = data.draw(word, label="mask1")
+    row[P.REPEAT] = data.draw(st.sampled_from([0, 1, 1, 2, 3]), label="repeat")
+    epr = 64 if P.F32 in (row[P.DT_DST], row[P.DT_SRC]) else 128
+    every_operand_contiguous = data.draw(st.booleans(), label="every operand contiguous")
+    for blk, rep, code in ((P.DST_BLK, P.DST_REP, row[P.DT_DST]),
+                           (P.SRC0_BLK, P.SRC0_REP, row[P.DT_SRC]),
+                           (P.SRC1_BLK, P.SRC1_REP, row[P.DT_SRC])):
+        whole = epr * (4 if code == P.F32 else 2) // 32   # repeats follow each other
+        row[blk], row[rep] = 1, whole
+        if not every_operand_contiguous:
+            row[blk] = data.draw(st.sampled_from([1, 1, 0, 2]), label="blk")
+            row[rep] = data.draw(st.sampled_from([whole, whole, 2 * whole, 0, 1, 4, 8]),
+                                 label="rep")
+    n = flat_elements(row)
+    if n < 0:
+        return  # the walk runs it: always right
+    operands = [(P.DST, P.DST_BLK, P.DST_REP), (P.SRC0, P.SRC0_BLK, P.SRC0_REP),
+                (P.SRC1, P.SRC1_BLK, P.SRC1_REP)][:1 + row[P.SOURCES]]
+    for address, blk, rep in operands:
+        size = 4 if (row[P.DT_DST] if address == P.DST else row[P.DT_SRC]) == P.F32 else 2
+        base = row[address] // size
+        assert walk_order(row, row[address], size, row[blk], row[rep]) == list(
+            range(base, base + n))
+    assert row[P.DT_DST] == row[P.DT_SRC] or row[P.SOURCES] <= 1
+
+
 # --- the retire point and hooks ------------------------------------------------------------------
 
 def small_core(mode="fast"):
