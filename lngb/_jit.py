@@ -4,6 +4,7 @@ fastmath stays off (reassociation would change the device's order of additions),
 results are cached on disk so a warm process starts fast, and kernels release the GIL.
 """
 import numba
+import numpy as np
 
 JIT_OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
 
@@ -15,9 +16,34 @@ def njit(func=None, **overrides):
     return numba.njit(**options)(func)
 
 
+def _host_converts_half():
+    """Whether the CPU converts half <-> float in hardware (x86's F16C, every AArch64), so that
+    LLVM's fpext / fptrunc of `half` compile to instructions rather than library calls."""
+    import platform
+
+    from llvmlite import binding
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return True
+    try:
+        return bool(binding.get_host_cpu_features().get("f16c", False))
+    except Exception:   # features unknown: the integer conversions
+        return False
+
+
+# numba's disk cache keys compiled code on the CPU's features, which decide this too, so a cache
+# never holds code compiled for the other choice
+HARDWARE_HALF = not numba.config.DISABLE_JIT and _host_converts_half()
+
 if numba.config.DISABLE_JIT:
     def prefetch(array, offset):
         """No-op in pure Python."""
+
+    def half_bits_to_float(bits):
+        return np.float32(np.uint16(int(bits) & 0xFFFF).view(np.float16))
+
+    def float_to_half_bits(value):
+        with np.errstate(over="ignore"):
+            return np.float16(np.float32(value)).view(np.uint16)
 else:
     from llvmlite import ir
     from numba.core import cgutils, types
@@ -39,3 +65,22 @@ else:
             return context.get_dummy_value()
         return types.void(array, types.intp), codegen
 
+
+    @intrinsic
+    def half_bits_to_float(typingctx, bits):
+        """The float32 value of half bit pattern `bits` (an unsigned integer; its low 16 bits),
+        by LLVM's fpext: the CPU's conversion (HARDWARE_HALF), which quiets signalling NaNs."""
+        def codegen(context, builder, signature, args):
+            value = args[0]
+            if value.type.width != 16:
+                value = builder.trunc(value, ir.IntType(16))
+            return builder.fpext(builder.bitcast(value, ir.HalfType()), ir.FloatType())
+        return types.float32(bits), codegen
+
+    @intrinsic
+    def float_to_half_bits(typingctx, value):
+        """The half bit pattern of float32 `value` rounded to nearest, ties to even, by LLVM's
+        fptrunc: the CPU's conversion (HARDWARE_HALF; overflow is inf, a NaN is quieted)."""
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+        return types.uint16(types.float32), codegen

@@ -2,13 +2,20 @@
 
 With NUMBA_DISABLE_JIT=1 the functions run as plain Python, so the big sets are thinned.
 """
+import platform
+
 import numba
 import numpy as np
 import pytest
 
+from llvmlite import binding as llvm
+
+from lngb._jit import HARDWARE_HALF
 from lngb.errors import InvalidArgumentError
 from lngb.vector_ops.half import (float_array_to_half, float_to_half, half_array_to_float,
-                                  half_to_float, narrow_array_rint, widen_array)
+                                  half_to_float, narrow_array_rint, narrow_rint,
+                                  narrow_rint_bits, narrow_rint_hardware, widen, widen_array,
+                                  widen_bits, widen_hardware)
 from lngb.vector_ops.types import RoundMode
 
 R = RoundMode
@@ -220,21 +227,54 @@ def test_half_to_float_all_patterns():
     assert np.array_equal(got, want)
 
 
-def test_the_branch_free_widening_of_the_kernels_all_patterns():
+# the kernels' conversions (half.widen, half.narrow_rint) are one of two implementations, by
+# the host (HARDWARE_HALF): both must give the same bits; the array loops run the host's
+IMPLEMENTATIONS = ["bits"] + (["hardware"] if HARDWARE_HALF else [])
+
+
+@numba.njit
+def widen_with(implementation, out, src):
+    for i in range(out.size):
+        out[i] = implementation(src[i])
+
+
+@numba.njit
+def narrow_with(implementation, out, src, saturate):
+    for i in range(out.size):
+        out[i] = implementation(src[i], saturate)
+
+
+def test_the_kernels_convert_half_in_hardware_where_the_cpu_can():
+    features = {} if NO_JIT else llvm.get_host_cpu_features()
+    assert HARDWARE_HALF == (not NO_JIT and (platform.machine().lower() in ("aarch64", "arm64")
+                                             or bool(features.get("f16c", False))))
+    assert (widen, narrow_rint) == ((widen_hardware, narrow_rint_hardware) if HARDWARE_HALF
+                                    else (widen_bits, narrow_rint_bits))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_the_branch_free_widening_of_the_kernels_all_patterns(implementation):
     """widen (the kernels' half loads, and Cast half -> float) gives numpy's bits for every
     pattern, NaN payloads included."""
     out = np.empty(65536, np.float32)
+    widen_with({"bits": widen_bits, "hardware": widen_hardware}[implementation], out,
+               ALL_HALF_BITS)
+    assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
     widen_array(out, ALL_HALF_BITS)
     assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("name", SET_NAMES)
 @pytest.mark.parametrize("saturate", [False, True])
-def test_the_branch_free_narrowing_of_the_kernels(name, saturate):
+def test_the_branch_free_narrowing_of_the_kernels(name, saturate, implementation):
     """narrow_rint (the kernels' half stores with CAST_RINT / CAST_NONE) gives float_to_half's
     bits for every input of every set."""
     x = SETS[name]
     out = np.empty(x.size, np.uint16)
+    narrow_with({"bits": narrow_rint_bits, "hardware": narrow_rint_hardware}[implementation],
+                out, x, saturate)
+    assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
     narrow_array_rint(out, x, saturate)
     assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
 

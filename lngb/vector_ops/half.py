@@ -6,7 +6,7 @@ done in int64: in Numba, mixing uint64 with signed ints promotes to float64.
 """
 import numpy as np
 
-from .._jit import njit
+from .._jit import HARDWARE_HALF, float_to_half_bits, half_bits_to_float, njit
 from ..errors import InvalidArgumentError
 
 HALF_MAX_BITS = 0x7BFF  # 65504
@@ -128,8 +128,9 @@ U32 = np.uint32
 
 
 @njit(inline="always")
-def widen(h):
-    """The float32 value of half bit pattern h: the same bits as half_to_float, branch-free."""
+def widen_bits(h):
+    """The float32 value of half bit pattern h: the same bits as half_to_float, branch-free, in
+    integer arithmetic."""
     h = U32(h)
     shifted = U32((h & U32(0x7FFF)) << U32(13))
     exp = U32(shifted & U32(0x0F800000))
@@ -142,9 +143,19 @@ def widen(h):
 
 
 @njit(inline="always")
-def narrow_rint(x, saturate):
+def widen_hardware(h):
+    """widen_bits(h) by the CPU's conversion (HARDWARE_HALF), 1.5x as fast in the Cast loops; a
+    NaN's bits are widen_bits' (the CPU would quiet a signalling NaN)."""
+    h = U32(h)
+    nan = U32(U32((h & U32(0x8000)) << U32(16)) | U32(0x7F800000)
+              | U32((h & U32(0x3FF)) << U32(13)))
+    return nan.view(np.float32) if (h & U32(0x7FFF)) > U32(0x7C00) else half_bits_to_float(h)
+
+
+@njit(inline="always")
+def narrow_rint_bits(x, saturate):
     """The half bit pattern of float32 x, CAST_RINT (or CAST_NONE): the same bits as
-    float_to_half(x, CAST_RINT, saturate) for every input, branch-free."""
+    float_to_half(x, CAST_RINT, saturate) for every input, branch-free, in integer arithmetic."""
     x = np.float32(x)
     b = x.view(np.uint32)
     big = U32(HALF_MAX_BITS) if saturate else U32(HALF_INF_BITS)
@@ -161,6 +172,28 @@ def narrow_rint(x, saturate):
     nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
         payload if payload != U32(0) else U32(0x200)))
     return np.uint16(nan if a > U32(0x7F800000) else U32(sign | mag))
+
+
+@njit(inline="always")
+def narrow_rint_hardware(x, saturate):
+    """narrow_rint_bits(x, saturate) by the CPU's conversion (HARDWARE_HALF), 2x as fast in the
+    Cast loops; NaNs and the saturation mode's results are narrow_rint_bits'."""
+    x = np.float32(x)
+    b = x.view(np.uint32)
+    a = U32(b & U32(0x7FFFFFFF))
+    sign = U32((b >> U32(16)) & U32(0x8000))
+    rounded = U32(float_to_half_bits(x))
+    payload = U32((a >> U32(13)) & U32(0x3FF))
+    nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
+        payload if payload != U32(0) else U32(0x200)))
+    infinite = (rounded & U32(0x7FFF)) == U32(HALF_INF_BITS)
+    finite = U32(sign | U32(HALF_MAX_BITS)) if saturate and infinite else rounded
+    return np.uint16(nan if a > U32(0x7F800000) else finite)
+
+
+# the kernels' conversions: the CPU's where it has them (the same bits either way)
+widen = widen_hardware if HARDWARE_HALF else widen_bits
+narrow_rint = narrow_rint_hardware if HARDWARE_HALF else narrow_rint_bits
 
 
 @njit
