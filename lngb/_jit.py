@@ -16,14 +16,19 @@ def njit(func=None, **overrides):
     return numba.njit(**options)(func)
 
 
-def _host_converts_half():
-    """Whether the CPU converts half <-> float in hardware (x86's F16C, every AArch64), so that
-    LLVM's fpext / fptrunc of `half` compile to instructions rather than library calls."""
+def host_converts_half():
+    """Whether numba compiles for a CPU that converts half <-> float in hardware (x86's F16C,
+    every AArch64), so that LLVM's fpext / fptrunc of `half` become instructions: for a CPU
+    without them they become library calls that numba's JIT cannot link (a segfault)."""
     import platform
 
     from llvmlite import binding
+    if numba.config.CPU_NAME not in (None, "host"):   # NUMBA_CPU_NAME: code for another CPU
+        return False
     if platform.machine().lower() in ("aarch64", "arm64"):
         return True
+    if numba.config.CPU_FEATURES is not None:          # NUMBA_CPU_FEATURES
+        return "+f16c" in numba.config.CPU_FEATURES.split(",")
     try:
         return bool(binding.get_host_cpu_features().get("f16c", False))
     except Exception:   # features unknown: the integer conversions
@@ -32,7 +37,7 @@ def _host_converts_half():
 
 # numba's disk cache keys compiled code on the CPU's features, which decide this too, so a cache
 # never holds code compiled for the other choice
-HARDWARE_HALF = not numba.config.DISABLE_JIT and _host_converts_half()
+HARDWARE_HALF = not numba.config.DISABLE_JIT and host_converts_half()
 
 if numba.config.DISABLE_JIT:
     def prefetch(array, offset):

@@ -10,7 +10,7 @@ import pytest
 
 from llvmlite import binding as llvm
 
-from lngb._jit import HARDWARE_HALF
+from lngb._jit import HARDWARE_HALF, host_converts_half
 from lngb.errors import InvalidArgumentError
 from lngb.vector_ops.half import (float_array_to_half, float_to_half, half_array_to_float,
                                   half_to_float, narrow_array_rint, narrow_rint,
@@ -244,10 +244,20 @@ def narrow_with(implementation, out, src, saturate):
         out[i] = implementation(src[i], saturate)
 
 
-def test_the_kernels_convert_half_in_hardware_where_the_cpu_can():
+def test_the_kernels_convert_half_in_hardware_where_the_cpu_can(monkeypatch):
     features = {} if NO_JIT else llvm.get_host_cpu_features()
     assert HARDWARE_HALF == (not NO_JIT and (platform.machine().lower() in ("aarch64", "arm64")
                                              or bool(features.get("f16c", False))))
+    # code for another CPU (NUMBA_CPU_NAME, e.g. "generic" for a portable cache) may lack the
+    # instructions, and LLVM's library calls for them do not link in numba's JIT (a segfault)
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not host_converts_half()
+    monkeypatch.setattr(numba.config, "CPU_NAME", None)
+    if platform.machine().lower() not in ("aarch64", "arm64"):
+        monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,-f16c")
+        assert not host_converts_half()
+        monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+f16c")
+        assert host_converts_half()
     assert (widen, narrow_rint) == ((widen_hardware, narrow_rint_hardware) if HARDWARE_HALF
                                     else (widen_bits, narrow_rint_bits))
 
