@@ -256,7 +256,7 @@ def _fingerprint(lane):
 
 
 TEMPLATE = pathlib.Path(__file__).with_name("template.py")
-# every file the generated module's code comes from (its helpers are inlined into it)
+# every file the generated module's code comes from (the helpers it calls are compiled into it)
 EXECUTOR_SOURCES = [pathlib.Path(__file__).with_name(name) for name in (
     "template.py", "kernels.py", "walk.py", "half.py", "lanes.py", "program.py", "types.py")] + [
     pathlib.Path(__file__).parent.parent / "_jit.py"]

@@ -5,17 +5,22 @@ the element-wise walk, the reduction, Brcb and DataCopy kernels, and `execute`.
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's
 lane function, and the loops get names of their own), and "per mixed lane" for those whose source
 and destination types differ; then `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_of`, which
-dispatch on the opcode (one function per type holds every instruction's loops: one call with few
-arguments per row); then the section "executor" as it is. The loops call their lane by a global
-name, so they inline the lane's arithmetic and vectorise, and every function of the generated
-module is an ordinary module-level function that Numba caches on disk. (Passing a jitted function
-to another as an argument would make neither cacheable; closures made by a factory share one
-qualified name, so their cached machine code can bind the wrong lane.) The module's name hashes the
-sources of every file its code comes from (the helpers it calls are inlined), so its disk cache is
-never stale.
+dispatch on the opcode to each instruction's loops (functions of their own: inlined into one
+function, they cost ~30 ns a row more); then the section "executor" as it is. The loops call
+their lane by a global name, so they inline the lane's arithmetic and vectorise, and every
+function of the generated module is an ordinary module-level function that Numba caches on disk.
+(Passing a jitted function to another as an argument would make neither cacheable; closures made
+by a factory share one qualified name, so their cached machine code can bind the wrong lane.) The
+module's name hashes the sources of every file its code comes from (the helpers it calls are
+compiled into it), so its disk cache is never stale.
+
+`execute` takes its fields from the program as plain integers and hands the kernels plain
+arguments: a row view, or an array passed to a function (inlined or not), costs reference counts
+(~10-20 ns a row), as much as a short row's work. An element-wise row's FLAT column, set at
+issue, says whether its contiguous loops run; rows with strided operands or partial masks, rare
+on hot paths, take one walk that calls `lane_of` per element.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
-Strided operands, rare on hot paths, share one walk that calls `lane_of` per element.
 """
 import numpy as np
 
