@@ -1,0 +1,46 @@
+"""This checkout's benchmark cases against whichever lngb is imported, for comparing versions:
+run it once per version, each from its own checkout on PYTHONPATH, in interleaved rounds.
+
+    git worktree add /tmp/old <commit>
+    PYTHONPATH=/tmp/old python bench/versions.py            # every case
+    PYTHONPATH=/tmp/old python bench/versions.py "[4,8,512] float"
+
+Prints each case's emulator and numpy-golden medians (µs) and their ratio; a case the imported
+lngb cannot run (an API it does not have yet) prints as such.
+"""
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from cases import CASES  # noqa: E402
+
+import lngb  # noqa: E402
+
+
+def median_us(func, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[repeat // 2] * 1e6
+
+
+def main(names):
+    print(f"lngb from {pathlib.Path(lngb.__file__).parent}")
+    for name in names or CASES:
+        try:
+            emulator, golden = CASES[name]()
+            emulator()
+            golden()
+        except Exception as error:   # noqa: BLE001 - an older lngb lacks the API
+            print(f"{name:48} cannot run: {type(error).__name__}: {error}")
+            continue
+        repeat = 5 if "backward [8" in name else (11 if "operator" in name else 301)
+        e, g = median_us(emulator, repeat), median_us(golden, repeat)
+        print(f"{name:48} {e:12.1f} {g:12.1f} {e / g:7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
