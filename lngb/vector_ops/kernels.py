@@ -32,20 +32,20 @@ def to_half(value, round_mode, sat):
 
 
 @njit(inline="always")
-def f32_bits(bits):
-    """The float32 whose bits are the low 32 of `bits`."""
-    return np.uint32(np.int64(bits) & 0xFFFFFFFF).view(np.float32)
+def immediate(code, bits):
+    """The value of a row's immediate scalar (its SCALAR bits in type `code`), as fp32."""
+    if code == F32:
+        return np.uint32(np.int64(bits) & 0xFFFFFFFF).view(np.float32)
+    return widen(np.uint16(np.int64(bits) & 0xFFFF))
 
 
 @njit
 def scalar_of(f32, u16, code, at, bits):
     """The scalar operand of a row in type `code`: the immediate's bits (SCALAR), or the scalar
     register a GetValue filled (SCALAR_AT = 1 + its byte address). Not inlined: the executor's
-    hot loop stays small (inlined there, this cost ~30 ns a row)."""
-    if at != 0:
-        if code == F32:
-            return f32[(at - 1) >> 2]
-        return widen(u16[(at - 1) >> 1])
+    hot loop stays small."""
+    if at == 0:
+        return immediate(code, bits)
     if code == F32:
-        return f32_bits(bits)
-    return widen(np.uint16(np.int64(bits) & 0xFFFF))
+        return f32[(at - 1) >> 2]
+    return widen(u16[(at - 1) >> 1])

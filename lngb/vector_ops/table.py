@@ -270,9 +270,9 @@ def _section(template, title, next_title):
 def _generate(entries):
     """The table's executor module from template.py: its imports, the lanes (globals the loops
     call directly), the per-lane sections for each element-wise instruction (LANE = its opcode),
-    `lane_of` and `flat_of` dispatching on the opcode, and the executor section. A fingerprint
-    of the sources its code comes from, lanes included, is in a comment, so that any change to
-    them makes a new module (and a new disk cache)."""
+    `lane_of` and the `flat_*_of` loops dispatching on the opcode, and the executor section. A
+    fingerprint of the sources its code comes from, lanes included, is in a comment, so that any
+    change to them makes a new module (and a new disk cache)."""
     template = TEMPLATE.read_text()
     imports = template[template.index("import numpy"):template.index("# --- per lane")]
     per_lane = _section(template, "per lane", "per mixed lane")
@@ -296,22 +296,18 @@ def _generate(entries):
               f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
     same = [e for e in chain if e.opcode not in mixed]
     lines += ["    return np.float32(0.0)"]
-    # one dispatcher per type calls each instruction's loops (their own functions: with every
-    # loop inlined in one function, a row cost ~30 ns more)
-    for name, args in (("flat_f32", "f32, d, a, b, s, n"),
-                       ("flat_half", "u16, d, a, b, s, n, round_mode, sat")):
+    # one dispatcher per pair of types calls each instruction's loops (their own functions: with
+    # every loop inlined in one function, a row cost ~30 ns more)
+    for name, args, entries in (
+            ("flat_f32", "f32, d, a, b, s, n", same),
+            ("flat_half", "u16, d, a, b, s, n, round_mode, sat", same),
+            ("flat_mixed", "f32, u16, dt, d, a, s, n, round_mode, sat",
+             [e for e in chain if e.opcode in mixed])):
         lines += ["", "", "@njit", f"def {name}_of(op, {args}):"]
         lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
-                  f"        {name}_{e.opcode}({args})" for k, e in enumerate(same)]
-    lines += ["", "", "@njit",
-              "def flat_of(op, f32, u16, dt, st, d, a, b, s, n, round_mode, sat):",
-              "    if dt == F32 and st == F32:",
-              "        flat_f32_of(op, f32, d, a, b, s, n)",
-              "    elif dt == st:",
-              "        flat_half_of(op, u16, d, a, b, s, n, round_mode, sat)"]
-    lines += [f"    elif op == {opcode}:\n"
-              f"        flat_mixed_{opcode}(f32, u16, dt, d, a, s, n, round_mode, sat)"
-              for opcode in sorted(mixed)]
+                  f"        {name}_{e.opcode}({args})" for k, e in enumerate(entries)]
+        if not entries:
+            lines += ["    pass"]
     return "\n".join(lines) + "\n\n\n" + executor
 
 
