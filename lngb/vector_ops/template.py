@@ -252,12 +252,13 @@ def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
 
 @njit
 def copy(dst_buf, src_buf, count, src, dst, length, src_step, dst_step):
-    """DataCopy: `count` bursts of `length` bytes, burst i from src + i * src_step to dst + i *
-    dst_step (walk.bursts; plain arguments, as a row costs reference counts)."""
+    """DataCopy: `count` bursts of `length` elements of the buffers' type, burst i from src + i *
+    src_step to dst + i * dst_step (walk.bursts; plain arguments, as a row costs reference
+    counts)."""
     for i in range(count):
         s, d = src + i * src_step, dst + i * dst_step
         dv, sv = dst_buf[d:d + length], src_buf[s:s + length]
-        for k in range(length):  # a plain loop: numba's slice assignment copies byte by byte
+        for k in range(length):  # a plain loop: numba's slice assignment copies one by one
             dv[k] = sv[k]
 
 
@@ -287,6 +288,7 @@ def execute(ub, gms, program, ahead=None):
     lines on the way."""
     f32 = ub.view(np.float32)
     u16 = ub.view(np.uint16)
+    u64 = ub.view(np.uint64)
     scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
     flags = np.empty(256, dtype=np.bool_)
     # fields are read as rows[i, FIELD]: a row view (program[i]) costs ~9 ns a row in reference
@@ -324,8 +326,10 @@ def execute(ub, gms, program, ahead=None):
             layout = (rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST],
                                                     rows[i, BLOCK_LEN], rows[i, SRC_GAP],
                                                     rows[i, DST_GAP]))
-            if direction == UB_TO_UB:
-                copy(ub, ub, *layout)
+            if direction == UB_TO_UB:   # 32-byte blocks at 32-byte addresses: 8-byte words
+                count, src, dst, length, src_step, dst_step = layout
+                copy(u64, u64, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
+                     dst_step >> 3)
             else:
                 gm = gms[rows[i, GM_SLOT]]
                 copy(gm if direction == UB_TO_GM else ub, gm if direction == GM_TO_UB else ub,
