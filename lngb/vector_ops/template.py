@@ -242,6 +242,13 @@ def reduce(f32, u16, row, scratch, flags):
 def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
     """Brcb: element (8q + k) * step of src fills the 32-byte block k of repeat q of dst
     (element indices of buf's type; step = SRC0_BLK: 1 for Brcb, 0 for DuplicateLane)."""
+    if step == 0 and dst_blk == 1:   # DuplicateLane: one value fills each repeat's 8 blocks
+        value = buf[src]
+        for q in range(repeat):
+            out = buf[dst + per_block * q * dst_rep:dst + per_block * (q * dst_rep + 8)]
+            for e in range(8 * per_block):
+                out[e] = value
+        return
     for q in range(repeat):
         for k in range(8):
             block = dst + per_block * (q * dst_rep + k * dst_blk)
