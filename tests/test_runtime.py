@@ -141,13 +141,15 @@ def walk_order(row, address, size, blk, rep):
 @given(data=st.data())
 def test_the_flat_loops_run_exactly_the_lanes_of_the_walk(data):
     """A row's FLAT column (walk.flat_elements) lets execute run its contiguous loops only when
-    every operand's lanes, in the walk's order, are the elements base, base + 1, ... base + n - 1."""
+    every operand's lanes, in the walk's order, are the elements base, base + 1, ... base + n - 1,
+    and a half result rounds to nearest (the loops' only rounding)."""
     from lngb.vector_ops.walk import flat_elements
     entry = TABLE[data.draw(st.sampled_from(["Add", "Adds", "Duplicate", "Cast"]), label="op")]
     row = P.new_row(entry)
     row[P.DT_DST], row[P.DT_SRC] = (data.draw(st.sampled_from([(0, 0), (1, 1), (0, 1), (1, 0)]),
                                               label="types"))
     row[P.SOURCES] = entry.family.sources
+    row[P.ROUND] = data.draw(st.sampled_from(list(RoundMode)), label="round mode")
     row[P.DST], row[P.SRC0], row[P.SRC1] = 1024, 4096, 8192
     row[P.COUNTER] = data.draw(st.booleans(), label="counter")
     word = st.one_of(st.sampled_from([0, 1, 3, 2**63 - 1, 2**64 - 1, 2**64 - 2, 2**62]),
@@ -178,6 +180,8 @@ def test_the_flat_loops_run_exactly_the_lanes_of_the_walk(data):
         assert walk_order(row, row[address], size, row[blk], row[rep]) == list(
             range(base, base + n))
     assert row[P.DT_DST] == row[P.DT_SRC] or row[P.SOURCES] <= 1
+    # the loops round to nearest only: directed roundings to half take the walk
+    assert row[P.DT_DST] == P.F32 or row[P.ROUND] in (RoundMode.CAST_NONE, RoundMode.CAST_RINT)
 
 
 # --- the retire point and hooks ------------------------------------------------------------------

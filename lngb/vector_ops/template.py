@@ -25,8 +25,8 @@ As a module, this file is the executor of a table whose only element-wise instru
 import numpy as np
 
 from lngb._jit import njit, prefetch
-from lngb.vector_ops.half import float_to_half, narrow_rint, widen
-from lngb.vector_ops.kernels import NONE, RINT, immediate, load, scalar_of, store
+from lngb.vector_ops.half import narrow_rint, widen
+from lngb.vector_ops.kernels import RINT, immediate, load, scalar_of, store
 from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, COPY_DIR, COUNTER,
@@ -65,13 +65,8 @@ def flat_f32_LANE(f32, d, a, b, s, n):
 
 @njit
 def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
-    """Contiguous half operands, as flat_f32_LANE, each result rounded to half. The round mode
-    is tested once, outside the loops: inside, it kept them from vectorising (~3.5 ns a lane)."""
-    if round_mode != RINT and round_mode != NONE:
-        for i in range(n):
-            u16[d + i] = float_to_half(lane_LANE(widen(u16[a + i]), widen(u16[b + i]), s),
-                                       round_mode, sat)
-        return
+    """Contiguous half operands, as flat_f32_LANE, each result rounded to nearest half (rows in
+    a directed round mode take the walk: walk.flat_elements)."""
     dv = u16[d:d + n]
     if d == b:
         av = u16[a:a + n]
@@ -91,20 +86,17 @@ def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
 
 @njit
 def flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat):
-    """Contiguous operands, one source: half to float, or float to half."""
+    """Contiguous operands, one source: half to float, or float to nearest half (rows in a
+    directed round mode take the walk)."""
     zero = np.float32(0.0)
     if dt == F32:
         dv, hv = f32[d:d + n], u16[a:a + n]
         for i in range(n):
             dv[i] = lane_LANE(widen(hv[i]), zero, s)
-    elif round_mode == RINT or round_mode == NONE:
-        hv, fv = u16[d:d + n], f32[a:a + n]
-        for i in range(n):
-            hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
     else:
         hv, fv = u16[d:d + n], f32[a:a + n]
         for i in range(n):
-            hv[i] = float_to_half(lane_LANE(fv[i], zero, s), round_mode, sat)
+            hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
 
 
 # --- dispatch (generated: a branch per element-wise instruction) -------------------------------

@@ -7,8 +7,12 @@ reference counting of the row it is passed, more than the work of a short vector
 """
 from .._jit import njit
 from .program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, COUNTER, DST, DST_BLK, DST_GAP,
-                      DST_REP, DT_DST, DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, SOURCES,
-                      SRC0, SRC0_BLK, SRC0_REP, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM, UB_TO_UB)
+                      DST_REP, DT_DST, DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, ROUND,
+                      SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM,
+                      UB_TO_UB)
+from .types import RoundMode
+
+ROUND_NONE, ROUND_RINT = int(RoundMode.CAST_NONE), int(RoundMode.CAST_RINT)
 
 
 @njit(inline="always")
@@ -96,10 +100,13 @@ def flat_count(row, epr):
 @njit
 def flat_elements(row):
     """An element-wise row's FLAT column: the elements its contiguous loops run (its active
-    lanes are one run from lane 0, every operand's lanes follow each other in memory, and its
-    types are one, or it has one source), else -1: the lane walk. Both visit the same lanes in
-    the same order."""
+    lanes are one run from lane 0, every operand's lanes follow each other in memory, its types
+    are one, or it has one source, and a half result rounds to nearest), else -1: the lane walk.
+    Both visit the same lanes in the same order. (Directed roundings to half, rare, take the
+    walk: their code in the loops' functions cost every Cast row ~30 ns.)"""
     dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
+    if dt != F32 and row[ROUND] != ROUND_RINT and row[ROUND] != ROUND_NONE:
+        return -1
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
     n = flat_count(row, epr)
