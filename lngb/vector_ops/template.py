@@ -64,7 +64,7 @@ def flat_f32_LANE(f32, d, a, b, s, n):
 
 
 @njit
-def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
+def flat_half_LANE(u16, d, a, b, s, n, sat):
     """Contiguous half operands, each result rounded to nearest half (rows in a directed round
     mode take the walk: walk.flat_elements). One loop, vectorised behind LLVM's overlap check
     (in place, it runs lane by lane): flat_f32_LANE's in-place variants, with each instruction's
@@ -77,7 +77,7 @@ def flat_half_LANE(u16, d, a, b, s, n, round_mode, sat):
 # --- per mixed lane (instructions whose source and destination types differ) -----------------
 
 @njit
-def flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat):
+def flat_mixed_LANE(f32, u16, dt, d, a, s, n, sat):
     """Contiguous operands, one source: half to float, or float to nearest half (rows in a
     directed round mode take the walk)."""
     zero = np.float32(0.0)
@@ -106,15 +106,15 @@ def flat_f32_of(op, f32, d, a, b, s, n):
 
 
 @njit
-def flat_half_of(op, u16, d, a, b, s, n, round_mode, sat):
+def flat_half_of(op, u16, d, a, b, s, n, sat):
     """The half loops of instruction `op`."""
-    flat_half_LANE(u16, d, a, b, s, n, round_mode, sat)
+    flat_half_LANE(u16, d, a, b, s, n, sat)
 
 
 @njit
-def flat_mixed_of(op, f32, u16, dt, d, a, s, n, round_mode, sat):
+def flat_mixed_of(op, f32, u16, dt, d, a, s, n, sat):
     """The loops of instruction `op` from one type to the other (Cast)."""
-    flat_mixed_LANE(f32, u16, dt, d, a, s, n, round_mode, sat)
+    flat_mixed_LANE(f32, u16, dt, d, a, s, n, sat)
 
 
 # --- executor --------------------------------------------------------------------------------
@@ -305,11 +305,10 @@ def execute(ub, gms, program, ahead=None):
                 s = immediate(dt, bits) if at == 0 else scalar_of(f32, u16, dt, at, bits)
                 if dt == F32 and st == F32:
                     flat_f32_of(op, f32, d, a, b, s, n)
-                elif dt == st:
-                    flat_half_of(op, u16, d, a, b, s, n, rows[i, ROUND], rows[i, SAT] != 0)
+                elif dt == st:   # to half: round to nearest (FLAT is -1 for the other modes)
+                    flat_half_of(op, u16, d, a, b, s, n, rows[i, SAT] != 0)
                 else:
-                    flat_mixed_of(op, f32, u16, dt, d, a, s, n, rows[i, ROUND],
-                                  rows[i, SAT] != 0)
+                    flat_mixed_of(op, f32, u16, dt, d, a, s, n, rows[i, SAT] != 0)
         elif kind == REDUCE:
             reduce(f32, u16, rows[i], scratch, flags)
         elif kind == COPY:
