@@ -19,7 +19,8 @@ import lngb
 from lngb import InvalidArgumentError, LngbWarning
 from lngb.runtime.cache import STORE, Store, Uncacheable, cache_key
 from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, Cast, Duplicate,
-                             MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetVectorMask, Sub)
+                             MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetVectorMask, Sub,
+                             UnaryRepeatParams)
 from lngb.vector_ops import program as P
 from lngb.vector_ops.table import BINARY, TABLE, Instruction
 
@@ -135,6 +136,23 @@ def walk_order(row, address, size, blk, rep):
     return [lane_index(address, size, blk, rep, r, e)
             for r in range(repeat_count(row, epr)) for e in range(epr)
             if lane_active(row, r, e, epr)]
+
+
+def test_prefix_lengths_of_every_mask_word_without_overflow():
+    """walk.prefix_length: k for a word of the k lowest bits, else -1; never an integer overflow
+    (2**63 - 1 + 1 overflowed int64, a warning in pure Python: an error in numpy's raise mode)."""
+    from lngb.vector_ops.walk import prefix_length
+    with np.errstate(all="raise"):
+        for k in range(64):
+            assert prefix_length(np.int64(P.as_int64(2**k - 1))) == k
+            assert prefix_length(np.int64(P.as_int64((2**k - 1) ^ (1 << 63)))) == -1
+        for word in (-1, -2, 2, 6, 2**62, 2**62 + 1):
+            assert prefix_length(np.int64(word)) == -1
+        core = lngb.AICore("atlas-a2")   # one repeat of the first 63 float / 127 half lanes
+        a, b, c = (core.alloc(128, np.float32) for _ in range(3))
+        h = core.alloc(128, np.float16)
+        Add(c, a, b, 63, 1, BinaryRepeatParams())
+        Adds(h, h, 1.0, 127, 1, UnaryRepeatParams())
 
 
 @settings(max_examples=300 if not NO_JIT else 60, deadline=None)

@@ -67,14 +67,15 @@ def contiguous(size, blk_stride, rep_stride, epr):
 
 @njit(inline="always")
 def prefix_length(mask):
-    """k when mask (>= 0) has exactly its k lowest bits set, else -1."""
-    if mask & (mask + 1) != 0:
+    """k when the mask word has exactly its k lowest bits set (k < 64), else -1. (No mask + 1:
+    at 2**63 - 1 it overflows, and numpy warns in pure Python.)"""
+    if mask < 0:
         return -1
     k = 0
-    while mask != 0:
+    while mask & 1:
         mask >>= 1
         k += 1
-    return k
+    return k if mask == 0 else -1
 
 
 @njit(inline="always")
