@@ -1,0 +1,59 @@
+"""What one instruction row costs the executor: each row below, recorded once, is executed
+20 000 times in one `TABLE.kernels.execute` call; medians of 15 runs, ns a row.
+
+    python bench/row_costs.py
+"""
+import time
+
+import numpy as np
+
+import lngb
+from lngb.runtime.recording import NO_GM
+from lngb.vector_ops import (Add, BinaryRepeatParams, Cast, DataCopy, Duplicate, DuplicateLane,
+                             Mul, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams)
+from lngb.vector_ops.table import TABLE
+
+REPEAT = 20_000
+
+
+def rows():
+    core = lngb.AICore("atlas-350")
+    a, b, c = (core.alloc(2048, np.float32) for _ in range(3))
+    h, h2 = core.alloc(2048, np.float16), core.alloc(2048, np.float16)
+    r0, r1 = core.vreg(0, np.float32), core.vreg(1, np.float32)
+    calls = {
+        "event (PipeBarrier)": lambda: PipeBarrier(PIPE_V),
+        "64-lane float Add": lambda: Add(c, a, b, 64),
+        "512-lane float Add": lambda: Add(c, a, b, 512),
+        "one-lane float Mul (mask form)": lambda: Mul(r0, r1, r1, 1, 1, BinaryRepeatParams()),
+        "one-lane Sqrt (mask form)": lambda: Sqrt(r0, r1, 1, 1, UnaryRepeatParams()),
+        "64-lane float Duplicate": lambda: Duplicate(c, 1.0, 64),
+        "DuplicateLane": lambda: DuplicateLane(r0, r1),
+        "256-byte UB -> UB DataCopy": lambda: DataCopy(c, a, 64),
+        "2 KB UB -> UB DataCopy": lambda: DataCopy(c, a, 512),
+        "64-lane half Mul": lambda: Mul(h, h2, h2, 64),
+        "64-lane Cast half -> float": lambda: Cast(c, h, RoundMode.CAST_NONE, 64),
+        "64-lane Cast float -> half": lambda: Cast(h, c, RoundMode.CAST_RINT, 64),
+        "2048-lane Cast half -> float": lambda: Cast(c, h, RoundMode.CAST_NONE, 2048),
+    }
+    for name, call in calls.items():
+        with core:
+            yield name, core, core.record(call).rows
+
+
+def main():
+    execute = TABLE.kernels.execute
+    gms = (NO_GM,) * 4
+    for name, core, row in rows():
+        program = np.ascontiguousarray(np.tile(row, (REPEAT, 1)))
+        execute(core.ub, gms, program[:2])
+        times = []
+        for _ in range(15):
+            start = time.perf_counter()
+            execute(core.ub, gms, program)
+            times.append(time.perf_counter() - start)
+        print(f"{name:34} {sorted(times)[7] / len(program) * 1e9:7.1f} ns a row")
+
+
+if __name__ == "__main__":
+    main()
