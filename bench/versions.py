@@ -5,26 +5,18 @@ run it once per version, each from its own checkout on PYTHONPATH, in interleave
     PYTHONPATH=/tmp/old python bench/versions.py            # every case
     PYTHONPATH=/tmp/old python bench/versions.py "[4,8,512] float"
 
-Prints each case's emulator and numpy-golden medians (µs) and their ratio; a case the imported
-lngb cannot run (an API it does not have yet) prints as such.
+Prints each case's emulator and numpy-golden medians (µs, timed as bench/ratios.py times them)
+and their ratio; a case the imported lngb cannot run (an API it does not have yet) prints as
+such.
 """
 import pathlib
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from cases import CASES  # noqa: E402
+from ratios import median_us  # noqa: E402
 
 import lngb  # noqa: E402
-
-
-def median_us(func, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[repeat // 2] * 1e6
 
 
 def main(names):
@@ -37,8 +29,7 @@ def main(names):
         except Exception as error:   # noqa: BLE001 - an older lngb lacks the API
             print(f"{name:48} cannot run: {type(error).__name__}: {error}")
             continue
-        repeat = 5 if "backward [8" in name else (11 if "operator" in name else 301)
-        e, g = median_us(emulator, repeat), median_us(golden, repeat)
+        e, g = median_us(emulator), median_us(golden)
         print(f"{name:48} {e:12.1f} {g:12.1f} {e / g:7.2f}", flush=True)
 
 

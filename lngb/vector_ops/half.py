@@ -168,10 +168,16 @@ def narrow_rint_bits(x, saturate):
     tiny = U32(np.float32(np.abs(x) + np.float32(0.5)).view(np.uint32) - U32(0x3F000000))
     mag = tiny if a < U32(0x38800000) else (big if normal >= U32(HALF_INF_BITS) else normal)
     sign = U32((b >> U32(16)) & U32(0x8000))
+    return np.uint16(half_nan(a, sign, saturate) if a > U32(0x7F800000) else U32(sign | mag))
+
+
+@njit(inline="always")
+def half_nan(a, sign, saturate):
+    """The half a float NaN (|bits| a, sign bit already at bit 15) narrows to: its sign and top
+    10 payload bits (0x200 if those are 0); +0 in saturation mode."""
     payload = U32((a >> U32(13)) & U32(0x3FF))
-    nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
+    return U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
         payload if payload != U32(0) else U32(0x200)))
-    return np.uint16(nan if a > U32(0x7F800000) else U32(sign | mag))
 
 
 @njit(inline="always")
@@ -183,12 +189,9 @@ def narrow_rint_hardware(x, saturate):
     a = U32(b & U32(0x7FFFFFFF))
     sign = U32((b >> U32(16)) & U32(0x8000))
     rounded = U32(float_to_half_bits(x))
-    payload = U32((a >> U32(13)) & U32(0x3FF))
-    nan = U32(0) if saturate else U32(sign | U32(HALF_INF_BITS) | (
-        payload if payload != U32(0) else U32(0x200)))
     infinite = (rounded & U32(0x7FFF)) == U32(HALF_INF_BITS)
     finite = U32(sign | U32(HALF_MAX_BITS)) if saturate and infinite else rounded
-    return np.uint16(nan if a > U32(0x7F800000) else finite)
+    return np.uint16(half_nan(a, sign, saturate) if a > U32(0x7F800000) else finite)
 
 
 # the kernels' conversions: the CPU's where it has them (the same bits either way)

@@ -121,7 +121,8 @@ def flat_mixed_of(op, f32, u16, dt, d, a, s, n, sat):
 
 @njit
 def walk(f32, u16, row):
-    """The element-wise instruction lane by lane, for strided operands and partial masks."""
+    """The element-wise instruction lane by lane: strided operands, partial masks, and directed
+    roundings to half (the rows whose FLAT is -1)."""
     op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
