@@ -21,12 +21,13 @@ from lngb.vector_ops.table import TABLE  # noqa: E402
 
 
 def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
-    jobs = [(core, g, s[0]) for core, g, s in zip(run.cores, gms, plan.schedules)]
+    jobs = schedule.lockstep_jobs(run.cores, [schedule.pad_gms(g) for g in gms],
+                                  [s[0] for s in plan.schedules], THREADS)
     point_starts = plan.point_starts if prefetch else np.zeros_like(plan.point_starts)
     run_schedule = TABLE.kernels.run_schedule
     start = time.perf_counter()
     schedule.in_parallel(jobs, THREADS, lambda job: run_schedule(
-        job[0].ub, *job[1], rows, starts, plan.points, point_starts, job[2]))
+        job[1], *job[2], rows, starts, plan.points, point_starts, *job[3:]))
     return time.perf_counter() - start
 
 

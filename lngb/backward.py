@@ -220,7 +220,7 @@ def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_m
     row_bytes = h * dtype.itemsize
     gms = [(dy[a * row_bytes:(a + n) * row_bytes], x[a * row_bytes:(a + n) * row_bytes], params,
             outputs) for a, n in tiling.core_rows]
-    ubs = np.zeros((tiling.block_dim, AICore.ub_bytes(product)), np.uint8)
+    ubs = schedule.core_ubs(tiling.block_dim, AICore.ub_bytes(product))
     cores = [AICore(product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
     return PreparedBackward(tiling, cores, gms, outputs, (b, s, h))
 

@@ -256,8 +256,7 @@ def prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode
     check_inputs(input_dy, res_for_gamma, api)
     dtype = input_dy.dtype
     tiling = operator_tiling(input_dy.shape, dtype, product, block_dim, tile_rows, tile_cols)
-    ub_bytes = AICore.ub_bytes(tiling.product)
-    ubs = np.zeros((tiling.block_dim, ub_bytes), np.uint8)  # one block: zero pages on demand
+    ubs = schedule.core_ubs(tiling.block_dim, AICore.ub_bytes(tiling.product))
     cores = [AICore(tiling.product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
     row_bytes = tiling.h * dtype.itemsize
     dy, rfg = gm_bytes(input_dy, api), gm_bytes(res_for_gamma, api)

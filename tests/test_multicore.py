@@ -707,32 +707,38 @@ def test_prefetch_points_hit_exactly_the_cache_lines_each_step_copies_in(dtype, 
 
 
 def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(monkeypatch):
-    """During step i, run_schedule prefetches step i + 1's points at step i + 1's bases (nothing
-    during a core's last step), at most ceil(points / instructions) after each instruction."""
+    """During step i, run_schedule prefetches step i + 1's points at step i + 1's bases of each
+    core of the lock-step group in turn (nothing during the last step), at most
+    ceil(points * cores / instructions) after each instruction."""
     dy, rfg = inputs((1, 24, 4096), np.float32, seed_of("prefetch order"))
     run = prepare_operator(dy, rfg, "atlas-a2", 2, "fast")
     plan = scheduling.plan(("prefetch order", run.tiling), run.cores, run.kernel)
     kernels = TABLE.kernels   # the generated executor; its Python functions, spied on
     python = {name: getattr(getattr(kernels, name), "py_func", getattr(kernels, name))
-              for name in ("run_schedule", "execute", "fetch_ahead")}
+              for name in ("run_schedule", "execute_cores", "fetch_ahead")}
     calls, steps, bursts = [], [], []
     monkeypatch.setattr(kernels, "prefetch", lambda array, offset: calls.append(
         array.ctypes.data + offset))
-    monkeypatch.setattr(kernels, "execute", lambda *args: (
-        steps.append((len(calls), len(bursts))), python["execute"](*args)))
+    monkeypatch.setattr(kernels, "execute_cores", lambda *args: (
+        steps.append((len(calls), len(bursts))), python["execute_cores"](*args)))
     monkeypatch.setattr(kernels, "fetch_ahead", lambda ahead: (
         python["fetch_ahead"](ahead), bursts.append(len(calls))))
-    for core, gms, schedules in zip(run.cores, run.gms, plan.schedules):
-        for schedule in schedules:
+    gms = [scheduling.pad_gms(g) for g in run.gms]
+    for phase in range(2):
+        schedules = [s[phase] for s in plan.schedules]
+        jobs = scheduling.lockstep_jobs(run.cores, gms, schedules, threads=1)
+        assert [len(job[0]) for job in jobs] == [2]   # both cores in one lock-step group
+        for cores, ubs, roots, programs, bases in jobs:
             del calls[:], steps[:], bursts[:]
-            python["run_schedule"](core.ub, *gms, plan.rows, plan.starts, plan.points,
-                                   plan.point_starts, schedule)
+            python["run_schedule"](ubs, *roots, plan.rows, plan.starts, plan.points,
+                                   plan.point_starts, programs, bases)
             steps.append((len(calls), len(bursts)))
-            for i, (p, *_) in enumerate(schedule):
+            for i, p in enumerate(programs):
                 want = []
-                if i + 1 < len(schedule):
-                    q, bases = schedule[i + 1, 0], schedule[i + 1, 1:]
-                    want = [gms[slot].ctypes.data + bases[slot] + offset for slot, offset in
+                if i + 1 < len(programs):
+                    q = programs[i + 1]
+                    want = [gms[c][slot].ctypes.data + schedules[c][i + 1, 1 + slot] + offset
+                            for c in range(len(cores)) for slot, offset in
                             plan.points[plan.point_starts[q]:plan.point_starts[q + 1]]]
                 assert calls[steps[i][0]:steps[i + 1][0]] == want
                 program = plan.programs[p]

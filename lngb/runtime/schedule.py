@@ -13,16 +13,20 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
-from ..vector_ops.program import DST, GM_SLOTS, SRC0
+from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.table import TABLE, announce_compile
 from ..vector_ops.walk import gm_bursts
 from .cache import Cache, cache_key
 from .recording import pad_gms
 
 PLANS = Cache("operator plans")
+LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/README.md)
+SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
+UB_PAD = 256      # bytes between cores' UBs in a block (core_ubs)
 
 
 _RETURNED = object()
@@ -164,6 +168,7 @@ class Plan:
     schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
     end_states: list      # per core: the core's state after the kernel
     warnings: tuple
+    lockstep: int = 1     # cores a replay job runs in lock step (lockstep_width)
 
     @property
     def nbytes(self):
@@ -193,32 +198,147 @@ def plan(key, cores, make_kernel):
     result = Plan(np.concatenate(recorded.programs), starts, np.concatenate(recorded.points),
                   point_starts, recorded.programs, schedules, [core.state() for core in cores],
                   tuple(recorded.warnings))
+    result.lockstep = lockstep_width(result.rows)
     return PLANS.put(key, result, result.nbytes)
+
+
+def lockstep_width(rows):
+    """Cores a replay job runs in lock step. Lock step pays the executor's fixed cost per row
+    (~15 ns, the work of ~300 lanes) once for all of them, but multiplies the UB bytes a job
+    keeps in the host's caches: it pays for short rows (the 950's 64-lane register ops), not for
+    tiles of thousands of lanes (bench/README.md, lock-step replay)."""
+    flat = rows[rows[:, KIND] == ELEMENTWISE, FLAT]
+    return LOCKSTEP if len(flat) and flat.mean() < SHORT_ROW else 1
+
+
+def core_ubs(count, ub_bytes):
+    """`count` zeroed UBs, rows of one block (zero pages on demand) that `replay` runs in lock
+    step. Rows are UB_PAD bytes longer than a UB: at a power-of-two stride, lane e of every core
+    would compete for the same host cache sets."""
+    block = np.zeros((count, ub_bytes + UB_PAD), np.uint8)
+    return [row[:ub_bytes] for row in block]
 
 
 def replay(plan, cores, gms, threads):
     """Every core's schedule, phase by phase, on `threads` threads; the plan's warnings are
-    raised once in the calling thread."""
+    raised once in the calling thread. Consecutive cores with the same programs, UBs in one
+    block (core_ubs) and GM buffers in shared arrays run in lock step, LOCKSTEP or fewer to a
+    job (the executor decodes and dispatches each row once for all of them)."""
     for message in plan.warnings:
         warn(message)
     run_schedule = TABLE.kernels.run_schedule
     announce_compile(run_schedule, "the multi-core replay")
+    gms = [pad_gms(g) for g in gms]
+    layout = _ub_block(cores), _shared_gms(gms)
     for phase in range(2):
-        jobs = [(core, pad_gms(g), s[phase]) for core, g, s in zip(cores, gms, plan.schedules)
-                if len(s[phase])]
+        jobs = lockstep_jobs(cores, gms, [s[phase] for s in plan.schedules], threads,
+                             plan.lockstep, layout)
         in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
     lengths = np.diff(plan.starts)
     for core, state, s in zip(cores, plan.end_states, plan.schedules):
         core.retired_in_bulk(int(sum(lengths[x[:, 0]].sum() for x in s)), state)
 
 
-def _run_schedule(plan, run_schedule, core, gms, schedule):
-    core.acquire()
+def lockstep_jobs(cores, gms, schedules, threads, width=LOCKSTEP, layout=None):
+    """Jobs (cores, their UBs as a [cores, stride] block, the GM arrays, programs, [steps,
+    cores, slots] GM bases) of one phase. When every core's UB is a row of one block (core_ubs)
+    and each GM slot of every core lies in one array, runs of consecutive cores with the same
+    programs go in lock step, each cut into near-equal chunks of at most `width` cores, a
+    multiple of `threads` of them; otherwise each core is a job of its own. `layout`: the
+    cores' (_ub_block, _shared_gms), if the caller has them."""
+    block, shared = layout or (_ub_block(cores), _shared_gms(gms))
+    if block is None or shared is None:
+        return [([core], core.ub.reshape(1, -1), g, s[:, 0].copy(), s[:, None, 1:].copy())
+                for core, g, s in zip(cores, gms, schedules) if len(s)]
+    roots, offsets = shared
+    jobs = []
+    for run in _runs([s[:, 0] for s in schedules]):
+        pieces = threads * -(-len(run) // (threads * width))
+        for chunk in np.array_split(np.array(run), min(pieces, len(run))):
+            first, last = int(chunk[0]), int(chunk[-1]) + 1
+            bases = np.stack([schedules[c][:, 1:] + offsets[c] for c in range(first, last)],
+                             axis=1)
+            jobs.append((cores[first:last], block[first:last], roots,
+                         schedules[first][:, 0].copy(), bases))
+    return jobs
+
+
+def _runs(programs):
+    """Runs of consecutive indices with equal, non-empty program sequences."""
+    runs = []
+    for c, p in enumerate(programs):
+        if len(p) and runs and runs[-1][-1] == c - 1 and np.array_equal(programs[c - 1], p):
+            runs[-1].append(c)
+        elif len(p):
+            runs.append([c])
+    return runs
+
+
+def _owner(array):
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _span(views):
+    """(one uint8 array over every view's bytes, each view's byte offset in it) for 1-D uint8
+    arrays in one C-contiguous allocation, else None. The span stays inside the allocation."""
+    owner = _owner(views[0])
+    if (not owner.flags.c_contiguous or any(_owner(v) is not owner for v in views)
+            or any(v.dtype != np.uint8 or v.ndim != 1 or not v.flags.c_contiguous
+                   for v in views)):
+        return None
+    starts = [v.__array_interface__["data"][0] for v in views]
+    low, high = min(starts), max(s + v.size for s, v in zip(starts, views))
+    first = views[starts.index(low)]
+    owner_low = owner.__array_interface__["data"][0]
+    if low < owner_low or high > owner_low + owner.nbytes:
+        return None
+    return as_strided(first, shape=(high - low,), strides=(1,)), [s - low for s in starts]
+
+
+def _shared_gms(gms):
+    """(the GM arrays of each slot, [cores, slots] byte offsets of each core's buffers in them)
+    or None."""
+    roots, offsets = [], np.zeros((len(gms), GM_SLOTS), np.int64)
+    for slot in range(GM_SLOTS):
+        span = _span([g[slot] for g in gms])
+        if span is None:
+            return None
+        roots.append(span[0])
+        offsets[:, slot] = span[1]
+    return tuple(roots), offsets
+
+
+def _ub_block(cores):
+    """The cores' UBs as the rows of one C-contiguous [cores, stride] array (core_ubs), or
+    None."""
+    ubs = [core.ub for core in cores]
+    span = _span(ubs)
+    if span is None:
+        return None
+    block, offsets = span
+    stride = offsets[1] if len(ubs) > 1 else ubs[0].size
+    if offsets != [c * stride for c in range(len(ubs))] or stride < ubs[0].size:
+        return None
+    owner = _owner(ubs[0])
+    start = ubs[0].__array_interface__["data"][0]
+    if start + len(ubs) * stride > owner.__array_interface__["data"][0] + owner.nbytes:
+        return None
+    return as_strided(block, shape=(len(ubs), stride), strides=(stride, 1))
+
+
+def _run_schedule(plan, run_schedule, cores, ubs, roots, programs, bases):
+    acquired = []
     try:
-        run_schedule(core.ub, *gms, plan.rows, plan.starts, plan.points, plan.point_starts,
-                     schedule)
+        for core in cores:
+            core.acquire()
+            acquired.append(core)
+        run_schedule(ubs, *roots, plan.rows, plan.starts, plan.points, plan.point_starts,
+                     programs, bases)
     finally:
-        core.release()
+        for core in acquired:
+            core.release()
 
 
 def in_parallel(jobs, threads, run):

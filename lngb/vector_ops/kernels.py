@@ -40,12 +40,12 @@ def immediate(code, bits):
 
 
 @njit
-def scalar_of(f32, u16, code, at, bits):
-    """The scalar operand of a row in type `code`: the immediate's bits (SCALAR), or the scalar
-    register a GetValue filled (SCALAR_AT = 1 + its byte address). Not inlined: the executor's
-    hot loop stays small."""
+def scalar_of(f32, u16, core, code, at, bits):
+    """The scalar operand of a row in type `code` on core `core` (f32, u16: [cores, UB
+    elements]): the immediate's bits (SCALAR), or the scalar register a GetValue filled
+    (SCALAR_AT = 1 + its byte address). Not inlined: the executor's hot loop stays small."""
     if at == 0:
         return immediate(code, bits)
     if code == F32:
-        return f32[(at - 1) >> 2]
-    return widen(u16[(at - 1) >> 1])
+        return f32[core, (at - 1) >> 2]
+    return widen(u16[core, (at - 1) >> 1])

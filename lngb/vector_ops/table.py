@@ -299,9 +299,9 @@ def _generate(entries):
     # one dispatcher per pair of types calls each instruction's loops (their own functions: with
     # every loop inlined in one function, a row cost ~30 ns more)
     for name, args, entries in (
-            ("flat_f32", "f32, d, a, b, s, n", same),
-            ("flat_half", "u16, d, a, b, s, n, sat", same),
-            ("flat_mixed", "f32, u16, dt, d, a, s, n, sat",
+            ("flat_f32", "f32, cores, d, a, b, s, n", same),
+            ("flat_half", "u16, cores, d, a, b, s, n, sat", same),
+            ("flat_mixed", "f32, u16, cores, dt, d, a, s, n, sat",
              [e for e in chain if e.opcode in mixed])):
         lines += ["", "", "@njit", f"def {name}_of(op, {args}):"]
         lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"

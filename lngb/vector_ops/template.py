@@ -31,10 +31,11 @@ from lngb.vector_ops.lanes import add
 from lngb.vector_ops.lanes import add as lane_LANE
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, COPY_DIR, COUNTER,
                                      DST, DST_BLK, DST_GAP, DST_REP, DT_DST, DT_SRC, ELEMENTWISE,
-                                     EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32, FLAT, GM_SLOT, GM_TO_UB,
-                                     GROUP_UNIT, GROUP_WIDTH, KIND, MASK0, OP, REDUCE, REPEAT, ROUND,
-                                     SAT, SCALAR, SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK,
-                                     SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM, UB_TO_UB)
+                                     EMPTY_GROUPS, EMPTY_ZERO, EVENT, F32, FLAT, GM_SLOT, GM_SLOTS,
+                                     GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, MASK0, OP, REDUCE,
+                                     REPEAT, ROUND, SAT, SCALAR, SCALAR_AT, SCALAR_READ, SOURCES,
+                                     SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP,
+                                     UB_TO_UB)
 from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift, lane_active,
                                   lane_index, lanes_per_repeat, repeat_count)
 
@@ -42,53 +43,59 @@ from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift,
 # --- per lane --------------------------------------------------------------------------------
 
 @njit
-def flat_f32_LANE(f32, d, a, b, s, n):
-    """Contiguous float operands. Slicing first lets the loops index from 0 without wrap-around
-    checks, and naming an in-place operand as dst itself spares LLVM an alias check that would
-    stop it vectorising the row accumulation (element-wise, so nothing is reassociated). Only the
-    slices a branch reads are made (each costs a reference count up and down, ~15 ns a row).
+def flat_f32_LANE(f32, cores, d, a, b, s, n):
+    """Contiguous float operands, on every core of f32 ([cores, UB floats]). Slicing first lets
+    the loops index from 0 without wrap-around checks, and naming an in-place operand as dst
+    itself spares LLVM an alias check that would stop it vectorising the row accumulation
+    (element-wise, so nothing is reassociated). Only the slices a branch reads are made.
     Operands an instruction does not read are dst's own bytes, which its lane ignores."""
-    dv = f32[d:d + n]
     if d == b:
-        av = f32[a:a + n]
-        for i in range(n):
-            dv[i] = lane_LANE(av[i], dv[i], s)
+        for c in range(cores[0], cores[1]):
+            dv, av = f32[c, d:d + n], f32[c, a:a + n]
+            for i in range(n):
+                dv[i] = lane_LANE(av[i], dv[i], s)
     elif d == a:
-        bv = f32[b:b + n]
-        for i in range(n):
-            dv[i] = lane_LANE(dv[i], bv[i], s)
+        for c in range(cores[0], cores[1]):
+            dv, bv = f32[c, d:d + n], f32[c, b:b + n]
+            for i in range(n):
+                dv[i] = lane_LANE(dv[i], bv[i], s)
     else:
-        av, bv = f32[a:a + n], f32[b:b + n]
-        for i in range(n):
-            dv[i] = lane_LANE(av[i], bv[i], s)
+        for c in range(cores[0], cores[1]):
+            dv, av, bv = f32[c, d:d + n], f32[c, a:a + n], f32[c, b:b + n]
+            for i in range(n):
+                dv[i] = lane_LANE(av[i], bv[i], s)
 
 
 @njit
-def flat_half_LANE(u16, d, a, b, s, n, sat):
-    """Contiguous half operands, each result rounded to nearest half (rows in a directed round
-    mode take the walk: walk.flat_elements). One loop, vectorised behind LLVM's overlap check
-    (in place, it runs lane by lane): flat_f32_LANE's in-place variants, with each instruction's
-    half conversions, made the first compile ~8 s longer."""
-    dv, av, bv = u16[d:d + n], u16[a:a + n], u16[b:b + n]
-    for i in range(n):
-        dv[i] = narrow_rint(lane_LANE(widen(av[i]), widen(bv[i]), s), sat)
+def flat_half_LANE(u16, cores, d, a, b, s, n, sat):
+    """Contiguous half operands on every core of u16 ([cores, UB halves]), each result rounded
+    to nearest half (rows in a directed round mode take the walk: walk.flat_elements). One loop,
+    vectorised behind LLVM's overlap check (in place, it runs lane by lane): flat_f32_LANE's
+    in-place variants, with each instruction's half conversions, made the first compile ~8 s
+    longer."""
+    for c in range(cores[0], cores[1]):
+        dv, av, bv = u16[c, d:d + n], u16[c, a:a + n], u16[c, b:b + n]
+        for i in range(n):
+            dv[i] = narrow_rint(lane_LANE(widen(av[i]), widen(bv[i]), s), sat)
 
 
 # --- per mixed lane (instructions whose source and destination types differ) -----------------
 
 @njit
-def flat_mixed_LANE(f32, u16, dt, d, a, s, n, sat):
-    """Contiguous operands, one source: half to float, or float to nearest half (rows in a
-    directed round mode take the walk)."""
+def flat_mixed_LANE(f32, u16, cores, dt, d, a, s, n, sat):
+    """Contiguous operands, one source, on every core: half to float, or float to nearest half
+    (rows in a directed round mode take the walk)."""
     zero = np.float32(0.0)
     if dt == F32:
-        dv, hv = f32[d:d + n], u16[a:a + n]
-        for i in range(n):
-            dv[i] = lane_LANE(widen(hv[i]), zero, s)
+        for c in range(cores[0], cores[1]):
+            dv, hv = f32[c, d:d + n], u16[c, a:a + n]
+            for i in range(n):
+                dv[i] = lane_LANE(widen(hv[i]), zero, s)
     else:
-        hv, fv = u16[d:d + n], f32[a:a + n]
-        for i in range(n):
-            hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
+        for c in range(cores[0], cores[1]):
+            hv, fv = u16[c, d:d + n], f32[c, a:a + n]
+            for i in range(n):
+                hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
 
 
 # --- dispatch (generated: a branch per element-wise instruction) -------------------------------
@@ -100,33 +107,35 @@ def lane_of(op, a, b, s):
 
 
 @njit
-def flat_f32_of(op, f32, d, a, b, s, n):
+def flat_f32_of(op, f32, cores, d, a, b, s, n):
     """The float loops of instruction `op`."""
-    flat_f32_LANE(f32, d, a, b, s, n)
+    flat_f32_LANE(f32, cores, d, a, b, s, n)
 
 
 @njit
-def flat_half_of(op, u16, d, a, b, s, n, sat):
+def flat_half_of(op, u16, cores, d, a, b, s, n, sat):
     """The half loops of instruction `op`."""
-    flat_half_LANE(u16, d, a, b, s, n, sat)
+    flat_half_LANE(u16, cores, d, a, b, s, n, sat)
 
 
 @njit
-def flat_mixed_of(op, f32, u16, dt, d, a, s, n, sat):
+def flat_mixed_of(op, f32, u16, cores, dt, d, a, s, n, sat):
     """The loops of instruction `op` from one type to the other (Cast)."""
-    flat_mixed_LANE(f32, u16, dt, d, a, s, n, sat)
+    flat_mixed_LANE(f32, u16, cores, dt, d, a, s, n, sat)
 
 
 # --- executor --------------------------------------------------------------------------------
 
 @njit
-def walk(f32, u16, row):
-    """The element-wise instruction lane by lane: strided operands, partial masks, and directed
-    roundings to half (the rows whose FLAT is -1)."""
+def walk(ub32, ub16, core, row):
+    """The element-wise instruction lane by lane on core `core` of ub32, ub16 ([cores, UB
+    elements]): strided operands, partial masks, and directed roundings to half (the rows whose
+    FLAT is -1)."""
     op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
     epr = lanes_per_repeat(row)
-    s = scalar_of(f32, u16, dt, row[SCALAR_AT], row[SCALAR])
+    s = scalar_of(ub32, ub16, core, dt, row[SCALAR_AT], row[SCALAR])
+    f32, u16 = ub32[core], ub16[core]
     round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     lanes = np.empty(128, dtype=np.float32)
     for r in range(repeat_count(row, epr)):
@@ -225,21 +234,23 @@ def reduce(f32, u16, row, scratch, flags):
 
 @njit
 def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
-    """Brcb: element (8q + k) * step of src fills the 32-byte block k of repeat q of dst
-    (element indices of buf's type; step = SRC0_BLK: 1 for Brcb, 0 for DuplicateLane)."""
-    if step == 0 and dst_blk == 1:   # DuplicateLane: one value fills each repeat's 8 blocks
-        value = buf[src]
+    """Brcb on every core of buf ([cores, UB elements]): element (8q + k) * step of src fills
+    the 32-byte block k of repeat q of dst (element indices of buf's type; step = SRC0_BLK: 1
+    for Brcb, 0 for DuplicateLane)."""
+    for c in range(buf.shape[0]):
+        if step == 0 and dst_blk == 1:   # DuplicateLane: one value fills each repeat's 8 blocks
+            value = buf[c, src]
+            for q in range(repeat):
+                out = buf[c, dst + per_block * q * dst_rep:dst + per_block * (q * dst_rep + 8)]
+                for e in range(8 * per_block):
+                    out[e] = value
+            continue
         for q in range(repeat):
-            out = buf[dst + per_block * q * dst_rep:dst + per_block * (q * dst_rep + 8)]
-            for e in range(8 * per_block):
-                out[e] = value
-        return
-    for q in range(repeat):
-        for k in range(8):
-            block = dst + per_block * (q * dst_rep + k * dst_blk)
-            value = buf[src + (8 * q + k) * step]
-            for e in range(per_block):
-                buf[block + e] = value
+            for k in range(8):
+                block = dst + per_block * (q * dst_rep + k * dst_blk)
+                value = buf[c, src + (8 * q + k) * step]
+                for e in range(per_block):
+                    buf[c, block + e] = value
 
 
 @njit
@@ -255,6 +266,18 @@ def copy(dst_buf, src_buf, count, src, dst, length, src_step, dst_step):
 
 
 @njit
+def copy_ub(u64, count, src, dst, length, src_step, dst_step):
+    """A UB -> UB DataCopy on every core of u64 ([cores, UB words]); `copy`'s arguments, in
+    8-byte words."""
+    for c in range(u64.shape[0]):
+        for i in range(count):
+            s, d = src + i * src_step, dst + i * dst_step
+            dv, sv = u64[c, d:d + length], u64[c, s:s + length]
+            for k in range(length):
+                dv[k] = sv[k]
+
+
+@njit
 def scalar_read(ub, row):
     """GetValue: SRC0 bytes at UB address DST into the scalar register at SRC1."""
     for k in range(row[SRC0]):
@@ -263,24 +286,42 @@ def scalar_read(ub, row):
 
 @njit
 def fetch_ahead(ahead):
-    """Prefetch the next burst of ahead = (the GM arrays, (slot, byte offset from the slot's
-    base) points, the slots' bases, cursor = [next point, points per burst])."""
+    """Prefetch the next burst of ahead = (the GM arrays, (slot, byte offset from a step's base)
+    points, each core's bases of the next step ([cores, slots]), cursor = [next point, points per
+    burst]): point k is point k % len(points) of core k // len(points)."""
     gms, points, bases, cursor = ahead
-    stop = min(cursor[0] + cursor[1], points.shape[0])
-    for k in range(cursor[0], stop):
-        slot = points[k, 0]
-        prefetch(gms[slot], bases[slot] + points[k, 1])
+    n = points.shape[0]
+    start, stop = cursor[0], min(cursor[0] + cursor[1], n * bases.shape[0])
+    if start >= stop:
+        return
+    c, j = start // n, start % n
+    for _ in range(start, stop):
+        slot = points[j, 0]
+        prefetch(gms[slot], bases[c, slot] + points[j, 1])
+        j += 1
+        if j == n:
+            c, j = c + 1, 0
     cursor[0] = stop
 
 
 @njit
-def execute(ub, gms, program, ahead=None):
-    """Run instruction rows in order on the UB and the GM_SLOTS GM buffers (uint8 arrays),
-    dispatching on each row's family; with `ahead` (run_schedule), prefetch the next step's GM
-    lines on the way."""
-    f32 = ub.view(np.float32)
-    u16 = ub.view(np.uint16)
-    u64 = ub.view(np.uint64)
+def execute(ub, gms, program):
+    """Run instruction rows in order on one core: its UB and the GM_SLOTS GM buffers (uint8
+    arrays)."""
+    execute_cores(ub.reshape((1, ub.shape[0])), gms, np.zeros((1, GM_SLOTS), np.int64), program)
+
+
+@njit
+def execute_cores(ubs, gms, bases, program, ahead=None):
+    """Run instruction rows in order on every core of ubs ([cores, bytes]) in lock step: each
+    row on every core, then the next row (each core's own bytes in the same order as alone; the
+    row's decoding and dispatch are paid once for all). Core c's GM buffer of slot k is gms[k]
+    from byte bases[c, k]. With `ahead` (run_schedule), prefetch the next step's GM lines on the
+    way."""
+    cores = ubs.shape[0]
+    f32 = ubs.view(np.float32)
+    u16 = ubs.view(np.uint16)
+    u64 = ubs.view(np.uint64)
     scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
     flags = np.empty(256, dtype=np.bool_)
     # fields are read as rows[i, FIELD]: a row view (program[i]) costs ~9 ns a row in reference
@@ -297,34 +338,46 @@ def execute(ub, gms, program, ahead=None):
             # counts.
             n = rows[i, FLAT]
             if n < 0:
-                walk(f32, u16, rows[i])
+                for c in range(cores):
+                    walk(f32, u16, c, rows[i])
             else:   # element indices by shifts: addresses are non-negative, type-aligned
                 dt, st, op = rows[i, DT_DST], rows[i, DT_SRC], rows[i, OP]
                 d = rows[i, DST] >> element_shift(dt)
                 a, b = rows[i, SRC0] >> element_shift(st), rows[i, SRC1] >> element_shift(st)
-                at, bits = rows[i, SCALAR_AT], rows[i, SCALAR]
-                s = immediate(dt, bits) if at == 0 else scalar_of(f32, u16, dt, at, bits)
-                if dt == F32 and st == F32:
-                    flat_f32_of(op, f32, d, a, b, s, n)
-                elif dt == st:   # to half: round to nearest (FLAT is -1 for the other modes)
-                    flat_half_of(op, u16, d, a, b, s, n, rows[i, SAT] != 0)
-                else:
-                    flat_mixed_of(op, f32, u16, dt, d, a, s, n, rows[i, SAT] != 0)
+                at, bits, sat = rows[i, SCALAR_AT], rows[i, SCALAR], rows[i, SAT] != 0
+                # an immediate scalar: all cores in one call; a scalar register's value is each
+                # core's own: one core at a time
+                for c in range(cores if at != 0 else 1):
+                    on = (c, c + 1) if at != 0 else (0, cores)
+                    s = immediate(dt, bits) if at == 0 else scalar_of(f32, u16, c, dt, at, bits)
+                    if dt == F32 and st == F32:
+                        flat_f32_of(op, f32, on, d, a, b, s, n)
+                    elif dt == st:   # to half: round to nearest (FLAT is -1 for other modes)
+                        flat_half_of(op, u16, on, d, a, b, s, n, sat)
+                    else:
+                        flat_mixed_of(op, f32, u16, on, dt, d, a, s, n, sat)
         elif kind == REDUCE:
-            reduce(f32, u16, rows[i], scratch, flags)
+            for c in range(cores):
+                reduce(f32[c], u16[c], rows[i], scratch, flags)
         elif kind == COPY:
             direction = rows[i, COPY_DIR]
             layout = (rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST],
                                                     rows[i, BLOCK_LEN], rows[i, SRC_GAP],
                                                     rows[i, DST_GAP]))
+            count, src, dst, length, src_step, dst_step = layout
             if direction == UB_TO_UB:   # 32-byte blocks at 32-byte addresses: 8-byte words
-                count, src, dst, length, src_step, dst_step = layout
-                copy(u64, u64, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
-                     dst_step >> 3)
+                copy_ub(u64, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
+                        dst_step >> 3)
             else:
-                gm = gms[rows[i, GM_SLOT]]
-                copy(gm if direction == UB_TO_GM else ub, gm if direction == GM_TO_UB else ub,
-                     *layout)
+                slot = rows[i, GM_SLOT]
+                gm = gms[slot]
+                for c in range(cores):
+                    if direction == GM_TO_UB:
+                        copy(ubs[c], gm, count, src + bases[c, slot], dst, length, src_step,
+                             dst_step)
+                    else:
+                        copy(gm, ubs[c], count, src, dst + bases[c, slot], length, src_step,
+                             dst_step)
         elif kind == BROADCAST:
             size = dtype_size(rows[i, DT_DST])
             brcb = (rows[i, DST] // size, rows[i, SRC0] // size, rows[i, SRC0_BLK],
@@ -334,7 +387,8 @@ def execute(ub, gms, program, ahead=None):
             else:
                 broadcast(u16, *brcb)
         elif kind == SCALAR_READ:
-            scalar_read(ub, rows[i])
+            for c in range(cores):
+                scalar_read(ubs[c], rows[i])
             continue
         else:
             continue  # events do no work to hide a prefetch burst behind
@@ -343,33 +397,29 @@ def execute(ub, gms, program, ahead=None):
 
 
 @njit
-def step_gms(gms, bases):
-    return gms[0][bases[0]:], gms[1][bases[1]:], gms[2][bases[2]:], gms[3][bases[3]:]
-
-
-@njit
-def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, schedule):
-    """Replay recorded steps: schedule[i] = (program, GM byte base of each of the four slots).
-    Step programs hold GM offsets relative to their bases (lngb.runtime.schedule), and the
-    caller has checked every base plus the program's GM extent against the buffers' sizes.
+def run_schedule(ubs, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases):
+    """Replay recorded steps on the cores of ubs ([cores, bytes]) in lock step: step i runs
+    program programs[i] with core c's GM buffer of slot k at byte bases[i, c, k] of gm<k>. Step
+    programs hold GM offsets relative to their bases (lngb.runtime.schedule), and the caller has
+    checked every base plus the program's GM extent against the buffers' sizes.
 
     While a step runs, the GM lines the next one's DataCopys read (program p's prefetch points
-    are points[point_starts[p]:point_starts[p + 1]] = (slot, offset)) are prefetched in a burst
-    after each instruction, spread evenly: issued all at once, most prefetches are dropped (the
-    CPU has only so many misses in flight) and the next step's DataCopys wait for RAM
-    (bench/operator_breakdown.py measures the difference)."""
+    are points[point_starts[p]:point_starts[p + 1]] = (slot, offset)), on every core, are
+    prefetched in a burst after each instruction, spread evenly: issued all at once, most
+    prefetches are dropped (the CPU has only so many misses in flight) and the next step's
+    DataCopys wait for RAM (bench/operator_breakdown.py measures the difference)."""
     gms = (gm0, gm1, gm2, gm3)
     cursor = np.zeros(2, np.int64)
-    n = schedule.shape[0]
+    n = programs.shape[0]
     for i in range(n):
-        p = schedule[i, 0]
+        p = programs[i]
         program = rows[starts[p]:starts[p + 1]]
         j = min(i + 1, n - 1)
-        q = schedule[j, 0]
+        q = programs[j]
         upcoming = points[point_starts[q]:point_starts[q + 1]] if i + 1 < n else points[0:0]
         instructions = 0
         for r in range(program.shape[0]):
             instructions += program[r, KIND] != EVENT and program[r, KIND] != SCALAR_READ
-        cursor[0], cursor[1] = 0, -(-upcoming.shape[0] // max(instructions, 1))
-        execute(ub, step_gms(gms, schedule[i, 1:]), program,
-                (gms, upcoming, schedule[j, 1:], cursor))
+        ahead = upcoming.shape[0] * ubs.shape[0]
+        cursor[0], cursor[1] = 0, -(-ahead // max(instructions, 1))
+        execute_cores(ubs, gms, bases[i], program, (gms, upcoming, bases[j], cursor))

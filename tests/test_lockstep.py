@@ -1,0 +1,116 @@
+"""Lock-step replay (lngb.runtime.schedule.lockstep_jobs, the executor's execute_cores): cores
+whose programs are the same run each row on all of them before the next row. Each core must
+get exactly the bytes it gets alone: outputs and every core's whole UB."""
+import numpy as np
+import pytest
+
+import lngb
+from lngb.backward import prepare_backward
+from lngb.core import AICore
+from lngb.runtime import schedule as scheduling
+from lngb.vector_ops.program import (COPY, COPY_DIR, ELEMENTWISE, FLAT, GM_TO_UB, KIND,
+                                     REDUCE, BROADCAST, SCALAR_AT, SCALAR_READ, UB_TO_GM,
+                                     UB_TO_UB)
+
+from conftest import seed_of
+
+SHAPE = (2, 37, 64)   # 74 rows on 5 cores: 15, 15, 15, 15 and 14, two program sequences
+
+
+def backward_inputs(dtype):
+    rng = np.random.default_rng(seed_of("lock step"))
+    b, s, h = SHAPE
+    dy, x = (rng.standard_normal(SHAPE).astype(dtype) for _ in range(2))
+    variance = (rng.random((b, s)) + 0.5).astype(dtype)
+    mean = rng.standard_normal((b, s)).astype(dtype)
+    return dy, x, variance, mean, rng.standard_normal(h).astype(dtype)
+
+
+def run_backward(product, dtype, threads):
+    result = lngb.emulate_layer_norm_backward(*backward_inputs(dtype), product=product,
+                                              block_dim=5, threads=threads)
+    return result, [result.pd_x, result.pd_gamma, result.pd_beta,
+                    *(core.ub.copy() for core in result.cores)]
+
+
+@pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_lock_step_gives_each_core_the_bytes_it_gets_alone(product, dtype, monkeypatch):
+    lngb.clear_caches()
+    result, together = run_backward(product, dtype, threads=2)
+    plan = result.plan
+    assert plan.lockstep == scheduling.LOCKSTEP   # short rows: lock step
+    gms = [scheduling.pad_gms(g) for g in
+           prepare_backward(backward_inputs(dtype), 1e-5, product, 5, None,
+                                          "fast", None).gms]
+    jobs = scheduling.lockstep_jobs(result.cores, gms, [s[0] for s in plan.schedules], 2)
+    assert sorted(len(job[0]) for job in jobs) == [1, 2, 2]   # 4 alike, and the 14-row core
+    monkeypatch.setattr(scheduling, "LOCKSTEP", 1)
+    lngb.clear_caches()
+    for threads in (1, 2):
+        alone_result, alone = run_backward(product, dtype, threads)
+        assert alone_result.plan.lockstep == 1
+        for a, b in zip(together, alone):
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_the_lock_step_test_covers_every_kind_of_row():
+    """The A2 kernel's plan (test above) has every family the executor runs per core: walked
+    and contiguous element-wise rows, scalar-register operands, reductions, Brcb, GetValue
+    and DataCopy in all three directions."""
+    lngb.clear_caches()
+    rows = run_backward("atlas-a2", np.float32, 2)[0].plan.rows
+    elementwise = rows[rows[:, KIND] == ELEMENTWISE]
+    copies = rows[rows[:, KIND] == COPY, COPY_DIR]
+    assert (elementwise[:, FLAT] < 0).any() and (elementwise[:, FLAT] >= 0).any()
+    assert (elementwise[:, SCALAR_AT] != 0).any()
+    assert {REDUCE, BROADCAST, SCALAR_READ} <= set(rows[:, KIND].tolist())
+    assert {GM_TO_UB, UB_TO_GM, UB_TO_UB} <= set(copies.tolist())
+
+
+def test_cores_outside_one_ub_block_replay_alone(monkeypatch):
+    lngb.clear_caches()
+    _, together = run_backward("atlas-350", np.float32, 2)
+    monkeypatch.setattr(scheduling, "core_ubs",
+                        lambda count, nbytes: [np.zeros(nbytes, np.uint8) for _ in range(count)])
+    lngb.clear_caches()
+    result, alone = run_backward("atlas-350", np.float32, 2)
+    gms = [scheduling.pad_gms(g) for g in
+           prepare_backward(backward_inputs(np.float32), 1e-5, "atlas-350", 5,
+                                          None, "fast", None).gms]
+    jobs = scheduling.lockstep_jobs(result.cores, gms, [s[0] for s in result.plan.schedules], 2)
+    assert [len(job[0]) for job in jobs] == [1] * 5
+    for a, b in zip(together, alone):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_long_rows_replay_one_core_at_a_time():
+    """Tiles of thousands of lanes gain nothing from lock step and would crowd the host's
+    caches: the LayerNormGradBeta operator's plan on [1, 64, 4096] float runs cores alone."""
+    dy = np.ones((1, 64, 4096), np.float32)
+    assert lngb.emulate_operator(dy, dy, threads=1).plan.lockstep == 1
+
+
+def test_jobs_cut_runs_into_equal_chunks_a_multiple_of_threads():
+    """72 cores, 56 with one program sequence and 16 with another, on 2 threads: every core
+    once, in order; chunks of one run differ by at most one core, are at most LOCKSTEP, and
+    come a multiple of 2 to a run."""
+    count, steps = 72, 3
+    ubs = scheduling.core_ubs(count, AICore.ub_bytes("atlas-350"))
+    cores = [AICore("atlas-350", _ub=ub) for ub in ubs]
+    gm = np.zeros(count * 64, np.uint8)
+    gms = [scheduling.pad_gms((gm[64 * c:64 * (c + 1)],)) for c in range(count)]
+    schedules = [np.zeros((steps, 5), np.int64) + (c >= 56) for c in range(count)]
+    jobs = scheduling.lockstep_jobs(cores, gms, schedules, threads=2)
+    assert [core for job in jobs for core in job[0]] == cores
+    sizes = [len(job[0]) for job in jobs]
+    assert sizes == [14] * 4 + [8] * 2
+    for job_cores, block, roots, programs, bases in jobs:
+        first = cores.index(job_cores[0])
+        assert block.shape[0] == len(job_cores) and block.flags.c_contiguous
+        assert [row.ctypes.data for row in block] == [c.ub.ctypes.data for c in job_cores]
+        assert (programs == (first >= 56)).all()
+        # core c's GM slot 0 starts at byte 64 c of the shared array; the steps' bases add on
+        assert (bases[:, :, 0] == 64 * np.arange(first, first + len(job_cores)) + programs[:, None]
+                ).all()
+        assert roots[0].ctypes.data == gm.ctypes.data
