@@ -10,7 +10,7 @@ threads. Results do not depend on the thread count: each core has its own UB.
 """
 import itertools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -169,11 +169,15 @@ class Plan:
     end_states: list      # per core: the core's state after the kernel
     warnings: tuple
     lockstep: int = 1     # cores a replay job runs in lock step (lockstep_width)
+    parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
     @property
     def nbytes(self):
+        """Its bytes, lockstep_parts included (they take about as many as the schedules, per
+        thread count a replay uses, and are made after the plan enters the cache: counted
+        twice ahead)."""
         return (2 * self.rows.nbytes + self.points.nbytes
-                + sum(s.nbytes for p in self.schedules for s in p) + 4096)
+                + 3 * sum(s.nbytes for p in self.schedules for s in p) + 4096)
 
 
 def plan(key, cores, make_kernel):
@@ -231,36 +235,45 @@ def replay(plan, cores, gms, threads):
     gms = [pad_gms(g) for g in gms]
     layout = _ub_block(cores), _shared_gms(gms)
     for phase in range(2):
-        jobs = lockstep_jobs(cores, gms, [s[phase] for s in plan.schedules], threads,
-                             plan.lockstep, layout)
+        schedules = [s[phase] for s in plan.schedules]
+        key = (phase, threads)   # the cut into jobs is the plan's: computed once
+        parts = plan.parts.get(key)
+        if parts is None:
+            parts = plan.parts[key] = lockstep_parts(schedules, threads, plan.lockstep)
+        jobs = lockstep_jobs(cores, gms, schedules, threads, layout=layout, parts=parts)
         in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
     lengths = np.diff(plan.starts)
     for core, state, s in zip(cores, plan.end_states, plan.schedules):
         core.retired_in_bulk(int(sum(lengths[x[:, 0]].sum() for x in s)), state)
 
 
-def lockstep_jobs(cores, gms, schedules, threads, width=LOCKSTEP, layout=None):
+def lockstep_jobs(cores, gms, schedules, threads, width=LOCKSTEP, layout=None, parts=None):
     """Jobs (cores, their UBs as a [cores, stride] block, the GM arrays, programs, [steps,
     cores, slots] GM bases) of one phase. When every core's UB is a row of one block (core_ubs)
-    and each GM slot of every core lies in one array, runs of consecutive cores with the same
-    programs go in lock step, each cut into near-equal chunks of at most `width` cores, a
-    multiple of `threads` of them; otherwise each core is a job of its own. `layout`: the
-    cores' (_ub_block, _shared_gms), if the caller has them."""
+    and each GM slot of every core lies in one array, the jobs are lockstep_parts(schedules,
+    threads, width) (or `parts`); otherwise each core is a job of its own. `layout`: the cores'
+    (_ub_block, _shared_gms), if the caller has them."""
     block, shared = layout or (_ub_block(cores), _shared_gms(gms))
     if block is None or shared is None:
         return [([core], core.ub.reshape(1, -1), g, s[:, 0].copy(), s[:, None, 1:].copy())
                 for core, g, s in zip(cores, gms, schedules) if len(s)]
     roots, offsets = shared
-    jobs = []
+    return [(cores[first:last], block[first:last], roots, programs, bases + offsets[first:last])
+            for first, last, programs, bases in parts or lockstep_parts(schedules, threads, width)]
+
+
+def lockstep_parts(schedules, threads, width):
+    """(first core, last core + 1, programs, [steps, cores, slots] step bases) of each job:
+    runs of consecutive cores with the same programs, each cut into near-equal chunks of at
+    most `width` cores, a multiple of `threads` of them."""
+    parts = []
     for run in _runs([s[:, 0] for s in schedules]):
         pieces = threads * -(-len(run) // (threads * width))
         for chunk in np.array_split(np.array(run), min(pieces, len(run))):
             first, last = int(chunk[0]), int(chunk[-1]) + 1
-            bases = np.stack([schedules[c][:, 1:] + offsets[c] for c in range(first, last)],
-                             axis=1)
-            jobs.append((cores[first:last], block[first:last], roots,
-                         schedules[first][:, 0].copy(), bases))
-    return jobs
+            bases = np.stack([schedules[c][:, 1:] for c in range(first, last)], axis=1)
+            parts.append((first, last, schedules[first][:, 0].copy(), bases))
+    return parts
 
 
 def _runs(programs):

@@ -1,5 +1,5 @@
 """The source of every table's executor: the contiguous loops of each element-wise instruction,
-the element-wise walk, the reduction, Brcb and DataCopy kernels, and `execute`.
+the element-wise walk, the reduction, Brcb and DataCopy kernels, `execute_cores` and `execute`.
 
 `table.py` generates a module from this file: the section "per lane" once for each element-wise
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's
@@ -14,11 +14,17 @@ by a factory share one qualified name, so their cached machine code can bind the
 module's name hashes the sources of every file its code comes from (the helpers it calls are
 compiled into it), so its disk cache is never stale.
 
-`execute` takes its fields from the program as plain integers and hands the kernels plain
-arguments: a row view, or an array passed to a function (inlined or not), costs reference counts
-(~10-20 ns a row), as much as a short row's work. An element-wise row's FLAT column, set at
-issue, says whether its contiguous loops run; rows with strided operands or partial masks, rare
-on hot paths, take one walk that calls `lane_of` per element.
+`execute_cores` runs a program on several cores in lock step: their UBs are the rows of one
+[cores, bytes] block, and each row, decoded and dispatched once, runs on every core before the
+next row (a core's bytes change in the order they would alone; cores of one phase of a
+multi-core kernel never read what another writes). The kernels loop over the cores inside, so
+a short row's fixed cost (~15 ns, the work of ~300 lanes) is paid once for all of them:
+lngb.runtime.schedule chooses when. `execute` is the one-core case. It takes its fields from the
+program as plain integers and hands the kernels plain arguments: a row view, or an array made or
+passed per row (a slice of the block, an argument of a function not inlined), costs reference
+counts (~10-20 ns a row), as much as a short row's work. An element-wise row's FLAT column, set
+at issue, says whether its contiguous loops run; rows with strided operands or partial masks,
+rare on hot paths, take one walk that calls `lane_of` per element.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
 """
@@ -44,11 +50,13 @@ from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift,
 
 @njit
 def flat_f32_LANE(f32, cores, d, a, b, s, n):
-    """Contiguous float operands, on every core of f32 ([cores, UB floats]). Slicing first lets
-    the loops index from 0 without wrap-around checks, and naming an in-place operand as dst
-    itself spares LLVM an alias check that would stop it vectorising the row accumulation
-    (element-wise, so nothing is reassociated). Only the slices a branch reads are made.
-    Operands an instruction does not read are dst's own bytes, which its lane ignores."""
+    """Contiguous float operands on the cores cores[0] <= c < cores[1] of f32 ([cores, UB
+    floats]). Slicing first lets the loops index from 0 without wrap-around checks, and naming an
+    in-place operand as dst itself spares LLVM an alias check that would stop it vectorising the
+    row accumulation (element-wise, so nothing is reassociated). Only the slices a branch reads
+    are made, and the branches are outside the loop over cores: inside it, they kept Numba from
+    pruning the slices' reference counts (~25 ns a row). Operands an instruction does not read
+    are dst's own bytes, which its lane ignores."""
     if d == b:
         for c in range(cores[0], cores[1]):
             dv, av = f32[c, d:d + n], f32[c, a:a + n]
@@ -68,11 +76,11 @@ def flat_f32_LANE(f32, cores, d, a, b, s, n):
 
 @njit
 def flat_half_LANE(u16, cores, d, a, b, s, n, sat):
-    """Contiguous half operands on every core of u16 ([cores, UB halves]), each result rounded
-    to nearest half (rows in a directed round mode take the walk: walk.flat_elements). One loop,
-    vectorised behind LLVM's overlap check (in place, it runs lane by lane): flat_f32_LANE's
-    in-place variants, with each instruction's half conversions, made the first compile ~8 s
-    longer."""
+    """Contiguous half operands on the cores `cores` of u16 ([cores, UB halves]), each result
+    rounded to nearest half (rows in a directed round mode take the walk: walk.flat_elements).
+    One loop, vectorised behind LLVM's overlap check (in place, it runs lane by lane):
+    flat_f32_LANE's in-place variants, with each instruction's half conversions, made the first
+    compile ~8 s longer."""
     for c in range(cores[0], cores[1]):
         dv, av, bv = u16[c, d:d + n], u16[c, a:a + n], u16[c, b:b + n]
         for i in range(n):
@@ -83,8 +91,8 @@ def flat_half_LANE(u16, cores, d, a, b, s, n, sat):
 
 @njit
 def flat_mixed_LANE(f32, u16, cores, dt, d, a, s, n, sat):
-    """Contiguous operands, one source, on every core: half to float, or float to nearest half
-    (rows in a directed round mode take the walk)."""
+    """Contiguous operands, one source, on the cores `cores`: half to float, or float to nearest
+    half (rows in a directed round mode take the walk)."""
     zero = np.float32(0.0)
     if dt == F32:
         for c in range(cores[0], cores[1]):
