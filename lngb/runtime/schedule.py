@@ -294,20 +294,26 @@ def _owner(array):
 
 
 def _span(views):
-    """(one uint8 array over every view's bytes, each view's byte offset in it) for 1-D uint8
-    arrays in one C-contiguous allocation, else None. The span stays inside the allocation."""
-    owner = _owner(views[0])
-    if (not owner.flags.c_contiguous or any(_owner(v) is not owner for v in views)
-            or any(v.dtype != np.uint8 or v.ndim != 1 or not v.flags.c_contiguous
-                   for v in views)):
+    """(one uint8 array over every view's bytes, each view's byte offset in it) for 1-D
+    C-contiguous uint8 arrays that all lie inside the C-contiguous allocation the first one
+    views (so the span does too), else None."""
+    first = views[0]
+    if first.dtype != np.uint8 or first.ndim != 1 or not first.flags.c_contiguous:
         return None
-    starts = [v.__array_interface__["data"][0] for v in views]
+    if all(v is first for v in views):   # a buffer every core shares (a workspace, an output)
+        return first, [0] * len(views)
+    owner = _owner(first)
+    starts = []
+    for v in views:
+        if v.dtype != np.uint8 or v.ndim != 1 or not v.flags.c_contiguous:
+            return None
+        starts.append(v.__array_interface__["data"][0])
     low, high = min(starts), max(s + v.size for s, v in zip(starts, views))
-    first = views[starts.index(low)]
     owner_low = owner.__array_interface__["data"][0]
-    if low < owner_low or high > owner_low + owner.nbytes:
+    if not owner.flags.c_contiguous or low < owner_low or high > owner_low + owner.nbytes:
         return None
-    return as_strided(first, shape=(high - low,), strides=(1,)), [s - low for s in starts]
+    return (as_strided(views[starts.index(low)], shape=(high - low,), strides=(1,)),
+            [s - low for s in starts])
 
 
 def _shared_gms(gms):
