@@ -1,5 +1,7 @@
 """What one instruction row costs the executor: each row below, recorded once, is executed
-20 000 times in one `TABLE.kernels.execute` call; medians of 15 runs, ns a row.
+20 000 times in one `TABLE.kernels.execute` call (one core), and in one
+`TABLE.kernels.run_schedule` call on 16 cores in lock step (as the replay runs the 950's
+backward; ns a row per core); medians of 15 runs.
 
     python bench/row_costs.py
 """
@@ -9,8 +11,10 @@ import numpy as np
 
 import lngb
 from lngb.runtime.recording import NO_GM
+from lngb.runtime.schedule import UB_PAD
 from lngb.vector_ops import (Add, BinaryRepeatParams, Cast, DataCopy, Duplicate, DuplicateLane,
-                             Mul, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams)
+                             Mul, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams,
+                             WholeReduceSum)
 from lngb.vector_ops.table import TABLE
 
 REPEAT = 20_000
@@ -35,24 +39,38 @@ def rows():
         "64-lane Cast half -> float": lambda: Cast(c, h, RoundMode.CAST_NONE, 64),
         "64-lane Cast float -> half": lambda: Cast(h, c, RoundMode.CAST_RINT, 64),
         "2048-lane Cast half -> float": lambda: Cast(c, h, RoundMode.CAST_NONE, 2048),
+        "WholeReduceSum, 8 float repeats": lambda: WholeReduceSum(c, a, 64, 8, 1, 1, 8),
     }
     for name, call in calls.items():
         with core:
             yield name, core, core.record(call).rows
 
 
-def main():
-    execute = TABLE.kernels.execute
+def main(cores=16):
+    kernels = TABLE.kernels
     gms = (NO_GM,) * 4
+    print(f"{'':34} {'one core':>10} {f'{cores} in lock step':>18}")
     for name, core, row in rows():
         program = np.ascontiguousarray(np.tile(row, (REPEAT, 1)))
-        execute(core.ub, gms, program[:2])
-        times = []
-        for _ in range(15):
-            start = time.perf_counter()
-            execute(core.ub, gms, program)
-            times.append(time.perf_counter() - start)
-        print(f"{name:34} {sorted(times)[7] / len(program) * 1e9:7.1f} ns a row")
+        block = np.zeros((cores, core.ub.size + UB_PAD), np.uint8)
+        block[:, :core.ub.size] = core.ub
+        alone = median_seconds(kernels.execute, core.ub, gms, program)
+        together = median_seconds(
+            kernels.run_schedule, block, *gms, program, np.array([0, REPEAT]),
+            np.zeros((0, 2), np.int64), np.zeros(2, np.int64), np.zeros(1, np.int64),
+            np.zeros((1, cores, 4), np.int64))
+        print(f"{name:34} {alone / REPEAT * 1e9:7.1f} ns "
+              f"{together / REPEAT / cores * 1e9:12.1f} ns")
+
+
+def median_seconds(function, *args, repeat=15):
+    function(*args)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[repeat // 2]
 
 
 if __name__ == "__main__":

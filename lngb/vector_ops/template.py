@@ -200,9 +200,11 @@ def tree_sum(values, present, v, p, start, width, code, sat):
 
 
 @njit
-def reduce(f32, u16, row, scratch, flags):
-    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride.
-    scratch (float32) and flags (bool), 256 entries each, are the caller's work space."""
+def reduce(ub32, ub16, core, row, scratch, flags):
+    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride, on core
+    `core` of ub32, ub16 ([cores, UB elements]). scratch (float32) and flags (bool), 256 entries
+    each, are the caller's work space."""
+    f32, u16 = ub32[core], ub16[core]   # views made here cost no reference counts per row
     dt = row[DT_DST]
     size = dtype_size(dt)
     epr = 256 // size
@@ -262,15 +264,21 @@ def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
 
 
 @njit
-def copy(dst_buf, src_buf, count, src, dst, length, src_step, dst_step):
-    """DataCopy: `count` bursts of `length` elements of the buffers' type, burst i from src + i *
+def copy_gm(ubs, gm, bases, slot, to_ub, count, src, dst, length, src_step, dst_step):
+    """A GM <-> UB DataCopy on every core of ubs ([cores, bytes]), core c's GM buffer starting
+    at byte bases[c, slot] of gm: `count` bursts of `length` bytes, burst i from src + i *
     src_step to dst + i * dst_step (walk.bursts; plain arguments, as a row costs reference
     counts)."""
-    for i in range(count):
-        s, d = src + i * src_step, dst + i * dst_step
-        dv, sv = dst_buf[d:d + length], src_buf[s:s + length]
-        for k in range(length):  # a plain loop: numba's slice assignment copies one by one
-            dv[k] = sv[k]
+    for c in range(ubs.shape[0]):
+        base = bases[c, slot]
+        for i in range(count):
+            s, d = src + i * src_step, dst + i * dst_step
+            if to_ub:
+                dv, sv = ubs[c, d:d + length], gm[base + s:base + s + length]
+            else:
+                dv, sv = gm[base + d:base + d + length], ubs[c, s:s + length]
+            for k in range(length):  # a plain loop: numba's slice assignment copies one by one
+                dv[k] = sv[k]
 
 
 @njit
@@ -286,10 +294,12 @@ def copy_ub(u64, count, src, dst, length, src_step, dst_step):
 
 
 @njit
-def scalar_read(ub, row):
-    """GetValue: SRC0 bytes at UB address DST into the scalar register at SRC1."""
-    for k in range(row[SRC0]):
-        ub[row[SRC1] + k] = ub[row[DST] + k]
+def scalar_read(ubs, row):
+    """GetValue on every core of ubs: SRC0 bytes at UB address DST into the scalar register at
+    SRC1."""
+    for c in range(ubs.shape[0]):
+        for k in range(row[SRC0]):
+            ubs[c, row[SRC1] + k] = ubs[c, row[DST] + k]
 
 
 @njit
@@ -300,16 +310,14 @@ def fetch_ahead(ahead):
     gms, points, bases, cursor = ahead
     n = points.shape[0]
     start, stop = cursor[0], min(cursor[0] + cursor[1], n * bases.shape[0])
-    if start >= stop:
-        return
-    c, j = start // n, start % n
-    for _ in range(start, stop):
-        slot = points[j, 0]
-        prefetch(gms[slot], bases[c, slot] + points[j, 1])
-        j += 1
-        if j == n:
-            c, j = c + 1, 0
     cursor[0] = stop
+    while start < stop:   # point j of core c, up to the burst's end or the core's last point
+        c, j = start // n, start % n
+        end = min(n, j + stop - start)
+        for k in range(j, end):
+            slot = points[k, 0]
+            prefetch(gms[slot], bases[c, slot] + points[k, 1])
+        start += end - j
 
 
 @njit
@@ -366,7 +374,7 @@ def execute_cores(ubs, gms, bases, program, ahead=None):
                         flat_mixed_of(op, f32, u16, on, dt, d, a, s, n, sat)
         elif kind == REDUCE:
             for c in range(cores):
-                reduce(f32[c], u16[c], rows[i], scratch, flags)
+                reduce(f32, u16, c, rows[i], scratch, flags)
         elif kind == COPY:
             direction = rows[i, COPY_DIR]
             layout = (rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST],
@@ -378,14 +386,7 @@ def execute_cores(ubs, gms, bases, program, ahead=None):
                         dst_step >> 3)
             else:
                 slot = rows[i, GM_SLOT]
-                gm = gms[slot]
-                for c in range(cores):
-                    if direction == GM_TO_UB:
-                        copy(ubs[c], gm, count, src + bases[c, slot], dst, length, src_step,
-                             dst_step)
-                    else:
-                        copy(gm, ubs[c], count, src, dst + bases[c, slot], length, src_step,
-                             dst_step)
+                copy_gm(ubs, gms[slot], bases, slot, direction == GM_TO_UB, *layout)
         elif kind == BROADCAST:
             size = dtype_size(rows[i, DT_DST])
             brcb = (rows[i, DST] // size, rows[i, SRC0] // size, rows[i, SRC0_BLK],
@@ -395,8 +396,7 @@ def execute_cores(ubs, gms, bases, program, ahead=None):
             else:
                 broadcast(u16, *brcb)
         elif kind == SCALAR_READ:
-            for c in range(cores):
-                scalar_read(ubs[c], rows[i])
+            scalar_read(ubs, rows[i])
             continue
         else:
             continue  # events do no work to hide a prefetch burst behind
