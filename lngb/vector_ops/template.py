@@ -269,16 +269,20 @@ def copy_gm(ubs, gm, bases, slot, to_ub, count, src, dst, length, src_step, dst_
     at byte bases[c, slot] of gm: `count` bursts of `length` bytes, burst i from src + i *
     src_step to dst + i * dst_step (walk.bursts; plain arguments, as a row costs reference
     counts)."""
-    for c in range(ubs.shape[0]):
+    for c in range(ubs.shape[0]):   # a plain loop: numba's slice assignment copies one by one
         base = bases[c, slot]
-        for i in range(count):
-            s, d = src + i * src_step, dst + i * dst_step
-            if to_ub:
-                dv, sv = ubs[c, d:d + length], gm[base + s:base + s + length]
-            else:
-                dv, sv = gm[base + d:base + d + length], ubs[c, s:s + length]
-            for k in range(length):  # a plain loop: numba's slice assignment copies one by one
-                dv[k] = sv[k]
+        if to_ub:
+            for i in range(count):
+                s, d = base + src + i * src_step, dst + i * dst_step
+                dv, sv = ubs[c, d:d + length], gm[s:s + length]
+                for k in range(length):
+                    dv[k] = sv[k]
+        else:
+            for i in range(count):
+                s, d = src + i * src_step, base + dst + i * dst_step
+                dv, sv = gm[d:d + length], ubs[c, s:s + length]
+                for k in range(length):
+                    dv[k] = sv[k]
 
 
 @njit
