@@ -5,8 +5,10 @@ at=...)`: fn may depend only on its arguments, `at` (the GM byte base of each sl
 of the core, its TPipe and `kernel.member`. `Live` runs each step as it comes (observed and
 checked modes). `plan` records each distinct step once per state (a `Planner` per core, sharing
 one `Recorded`) and lists each core's schedule of (program, GM bases) per phase; `replay` runs
-every core's schedule in one jitted, GIL-free call (`kernels.run_schedule`) on `threads` OS
-threads. Results do not depend on the thread count: each core has its own UB.
+the schedules in jitted, GIL-free calls (`kernels.run_schedule`) on `threads` OS threads, one
+core to a call or, where the plan's rows are short, up to LOCKSTEP alike cores in lock step
+(`lockstep_jobs`). Results do not depend on the thread count or on lock step: each core has its
+own UB, and the cores of a phase never read what another writes.
 """
 import itertools
 import threading

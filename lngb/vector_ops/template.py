@@ -287,7 +287,7 @@ def copy_gm(ubs, gm, bases, slot, to_ub, count, src, dst, length, src_step, dst_
 
 @njit
 def copy_ub(u64, count, src, dst, length, src_step, dst_step):
-    """A UB -> UB DataCopy on every core of u64 ([cores, UB words]); `copy`'s arguments, in
+    """A UB -> UB DataCopy on every core of u64 ([cores, UB words]); copy_gm's bursts, in
     8-byte words."""
     for c in range(u64.shape[0]):
         for i in range(count):
