@@ -8,7 +8,7 @@ import lngb
 from lngb.backward import prepare_backward
 from lngb.core import AICore
 from lngb.runtime import schedule as scheduling
-from lngb.vector_ops.program import (COPY, COPY_DIR, ELEMENTWISE, FLAT, GM_TO_UB, KIND,
+from lngb.vector_ops.program import (COPY, COPY_DIR, ELEMENTWISE, FLAT, GM_TO_UB, KIND, N_COLS,
                                      REDUCE, BROADCAST, SCALAR_AT, SCALAR_READ, UB_TO_GM,
                                      UB_TO_UB)
 
@@ -68,11 +68,21 @@ def test_the_lock_step_test_covers_every_kind_of_row():
     assert {GM_TO_UB, UB_TO_GM, UB_TO_UB} <= set(copies.tolist())
 
 
-def test_cores_outside_one_ub_block_replay_alone(monkeypatch):
+def separate_ubs(count, nbytes):
+    return [np.zeros(nbytes, np.uint8) for _ in range(count)]
+
+
+def ubs_at_odd_stride(count, nbytes):
+    """Rows of one block, but 4 bytes apart: the executor's uint64 view of a block needs whole
+    8-byte words, so these cores replay one at a time."""
+    return [row[:nbytes] for row in np.zeros((count, nbytes + 4), np.uint8)]
+
+
+@pytest.mark.parametrize("make_ubs", [separate_ubs, ubs_at_odd_stride])
+def test_cores_outside_one_ub_block_replay_alone(make_ubs, monkeypatch):
     lngb.clear_caches()
     _, together = run_backward("atlas-350", np.float32, 2)
-    monkeypatch.setattr(scheduling, "core_ubs",
-                        lambda count, nbytes: [np.zeros(nbytes, np.uint8) for _ in range(count)])
+    monkeypatch.setattr(scheduling, "core_ubs", make_ubs)
     lngb.clear_caches()
     result, alone = run_backward("atlas-350", np.float32, 2)
     gms = [scheduling.pad_gms(g) for g in
@@ -114,3 +124,38 @@ def test_jobs_cut_runs_into_equal_chunks_a_multiple_of_threads():
         assert (bases[:, :, 0] == 64 * np.arange(first, first + len(job_cores)) + programs[:, None]
                 ).all()
         assert roots[0].ctypes.data == gm.ctypes.data
+
+
+def test_gm_buffers_of_mixed_writability_replay_alone():
+    """A GM slot whose cores' buffers are partly read-only has no one span to share."""
+    count = 3
+    cores = [AICore("atlas-350", _ub=ub)
+             for ub in scheduling.core_ubs(count, AICore.ub_bytes("atlas-350"))]
+    gm = np.zeros(count * 64, np.uint8)
+    views = [gm[64 * c:64 * (c + 1)] for c in range(count)]
+    views[1] = views[1].view()
+    views[1].flags.writeable = False
+    gms = [scheduling.pad_gms((view,)) for view in views]
+    schedules = [np.zeros((2, 5), np.int64) for _ in range(count)]
+    assert [len(job[0]) for job in scheduling.lockstep_jobs(cores, gms, schedules, 1)] == [1] * 3
+    views[1] = gm[64:128]
+    gms = [scheduling.pad_gms((view,)) for view in views]
+    assert [len(job[0]) for job in scheduling.lockstep_jobs(cores, gms, schedules, 1)] == [3]
+
+
+def test_lockstep_width_counts_contiguous_rows_only():
+    """Walked rows (FLAT -1) do not pull a plan of long rows under SHORT_ROW."""
+    rows = np.zeros((12, N_COLS), np.int64)
+    rows[:, KIND] = ELEMENTWISE
+    rows[0, FLAT], rows[1:, FLAT] = 2048, -1
+    assert scheduling.lockstep_width(rows) == 1
+    rows[0, FLAT] = 64
+    assert scheduling.lockstep_width(rows) == scheduling.LOCKSTEP
+
+
+def test_a_plan_keeps_the_jobs_of_two_thread_counts_at_most():
+    """Plan.nbytes counts the jobs' arrays for two thread counts (lockstep_parts)."""
+    lngb.clear_caches()
+    for threads in (1, 2, 3, 2):
+        plan = run_backward("atlas-350", np.float32, threads)[0].plan
+        assert len(plan.parts) <= 4 and (0, threads) in plan.parts

@@ -209,11 +209,13 @@ def plan(key, cores, make_kernel):
 
 
 def lockstep_width(rows):
-    """Cores a replay job runs in lock step. Lock step pays the executor's fixed cost per row
-    (~15 ns, the work of ~300 lanes) once for all of them, but multiplies the UB bytes a job
-    keeps in the host's caches: it pays for short rows (the 950's 64-lane register ops), not for
-    tiles of thousands of lanes (bench/README.md, lock-step replay)."""
-    flat = rows[rows[:, KIND] == ELEMENTWISE, FLAT]
+    """Cores a replay job runs in lock step: LOCKSTEP when the plan's contiguous element-wise
+    rows (each distinct step's once) average fewer than SHORT_ROW elements, else 1. Lock step
+    pays the executor's fixed cost per row (~15 ns, the work of ~300 lanes) once for all of
+    them, but multiplies the UB bytes a job keeps in the host's caches: it pays for short rows
+    (the 950's 64-lane register ops), not for tiles of thousands of lanes (bench/README.md,
+    lock-step replay)."""
+    flat = rows[(rows[:, KIND] == ELEMENTWISE) & (rows[:, FLAT] >= 0), FLAT]
     return LOCKSTEP if len(flat) and flat.mean() < SHORT_ROW else 1
 
 
@@ -241,6 +243,8 @@ def replay(plan, cores, gms, threads):
         key = (phase, threads)   # the cut into jobs is the plan's: computed once
         parts = plan.parts.get(key)
         if parts is None:
+            if len(plan.parts) >= 4:   # two thread counts at most, as Plan.nbytes counts
+                plan.parts.clear()
             parts = plan.parts[key] = lockstep_parts(schedules, threads, plan.lockstep)
         jobs = lockstep_jobs(cores, gms, schedules, threads, layout=layout, parts=parts)
         in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
@@ -267,7 +271,7 @@ def lockstep_jobs(cores, gms, schedules, threads, width=LOCKSTEP, layout=None, p
 def lockstep_parts(schedules, threads, width):
     """(first core, last core + 1, programs, [steps, cores, slots] step bases) of each job:
     runs of consecutive cores with the same programs, each cut into near-equal chunks of at
-    most `width` cores, a multiple of `threads` of them."""
+    most `width` cores, a multiple of `threads` of them (one a core, in a run of fewer)."""
     parts = []
     for run in _runs([s[:, 0] for s in schedules]):
         pieces = threads * -(-len(run) // (threads * width))
@@ -297,8 +301,9 @@ def _owner(array):
 
 def _span(views):
     """(one uint8 array over every view's bytes, each view's byte offset in it) for 1-D
-    C-contiguous uint8 arrays that all lie inside the C-contiguous allocation the first one
-    views (so the span does too), else None."""
+    C-contiguous uint8 arrays, all writable or all read-only, that lie inside the C-contiguous
+    allocation the first one views (so the span does too), else None. The span keeps the
+    lowest view alive, not the others: use it while the caller holds them."""
     first = views[0]
     if first.dtype != np.uint8 or first.ndim != 1 or not first.flags.c_contiguous:
         return None
@@ -307,7 +312,8 @@ def _span(views):
     owner = _owner(first)
     starts = []
     for v in views:
-        if v.dtype != np.uint8 or v.ndim != 1 or not v.flags.c_contiguous:
+        if (v.dtype != np.uint8 or v.ndim != 1 or not v.flags.c_contiguous
+                or v.flags.writeable != first.flags.writeable):
             return None
         starts.append(v.__array_interface__["data"][0])
     low, high = min(starts), max(s + v.size for s, v in zip(starts, views))
@@ -332,15 +338,17 @@ def _shared_gms(gms):
 
 
 def _ub_block(cores):
-    """The cores' UBs as the rows of one C-contiguous [cores, stride] array (core_ubs), or
-    None."""
+    """The cores' UBs, all of one size, as the rows of one C-contiguous [cores, stride] array
+    (core_ubs), or None. The stride is whole 8-byte words: the executor views the block as
+    uint64 (UB -> UB copies)."""
     ubs = [core.ub for core in cores]
     span = _span(ubs)
-    if span is None:
+    if span is None or any(ub.size != ubs[0].size for ub in ubs):
         return None
     block, offsets = span
     stride = offsets[1] if len(ubs) > 1 else ubs[0].size
-    if offsets != [c * stride for c in range(len(ubs))] or stride < ubs[0].size:
+    if (offsets != [c * stride for c in range(len(ubs))] or stride < ubs[0].size
+            or stride % 8):
         return None
     owner = _owner(ubs[0])
     start = ubs[0].__array_interface__["data"][0]
