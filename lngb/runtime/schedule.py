@@ -201,10 +201,10 @@ def plan(key, cores, make_kernel):
     point_starts = np.cumsum([0] + [len(x) for x in recorded.points]).astype(np.int64)
     schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
                  for p in planners]
-    result = Plan(np.concatenate(recorded.programs), starts, np.concatenate(recorded.points),
-                  point_starts, recorded.programs, schedules, [core.state() for core in cores],
-                  tuple(recorded.warnings))
-    result.lockstep = lockstep_width(result.rows)
+    rows = np.concatenate(recorded.programs)
+    result = Plan(rows, starts, np.concatenate(recorded.points), point_starts, recorded.programs,
+                  schedules, [core.state() for core in cores], tuple(recorded.warnings),
+                  lockstep_width(rows))
     return PLANS.put(key, result, result.nbytes)
 
 

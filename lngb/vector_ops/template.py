@@ -380,17 +380,17 @@ def execute_cores(ubs, gms, bases, program, ahead=None):
             for c in range(cores):
                 reduce(f32, u16, c, rows[i], scratch, flags)
         elif kind == COPY:
-            direction = rows[i, COPY_DIR]
-            layout = (rows[i, BLOCK_COUNT], *bursts(rows[i, SRC0], rows[i, DST],
-                                                    rows[i, BLOCK_LEN], rows[i, SRC_GAP],
-                                                    rows[i, DST_GAP]))
-            count, src, dst, length, src_step, dst_step = layout
+            direction, count = rows[i, COPY_DIR], rows[i, BLOCK_COUNT]
+            src, dst, length, src_step, dst_step = bursts(rows[i, SRC0], rows[i, DST],
+                                                          rows[i, BLOCK_LEN], rows[i, SRC_GAP],
+                                                          rows[i, DST_GAP])
             if direction == UB_TO_UB:   # 32-byte blocks at 32-byte addresses: 8-byte words
                 copy_ub(u64, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
                         dst_step >> 3)
             else:
                 slot = rows[i, GM_SLOT]
-                copy_gm(ubs, gms[slot], bases, slot, direction == GM_TO_UB, *layout)
+                copy_gm(ubs, gms[slot], bases, slot, direction == GM_TO_UB, count, src, dst,
+                        length, src_step, dst_step)
         elif kind == BROADCAST:
             size = dtype_size(rows[i, DT_DST])
             brcb = (rows[i, DST] // size, rows[i, SRC0] // size, rows[i, SRC0_BLK],
