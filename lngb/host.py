@@ -8,7 +8,7 @@ import numpy as np
 
 from .arguments import FLOAT_DTYPES, check_choice, is_int
 from .core import AICore, resolve_mode
-from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag
+from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag, warn
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import check_h, operator_tiling, round32
 from .kernels.sample import SampleKernel
@@ -164,13 +164,36 @@ def check_stack_buffer_size(api, stack_buffer_size):
     return None if stack_buffer_size is None else int(stack_buffer_size)
 
 
+class EmulateSetup:
+    """One emulate() configuration, checked and computed once: the fresh core's configuration,
+    the temp bytes, the tiling, the key of the kernel's program on a fresh core and the checked
+    flags; `program` is that Program once a call has replayed it (later calls then replay it at
+    once: `_replay_warm`)."""
+
+    __slots__ = ("config", "tmp_bytes", "tiling", "key", "is_reuse_source", "reuse_buffer",
+                 "program")
+
+    def __init__(self, config, tmp_bytes, tiling, key, is_reuse_source, reuse_buffer):
+        self.config, self.tmp_bytes, self.tiling, self.key = config, tmp_bytes, tiling, key
+        self.is_reuse_source, self.reuse_buffer, self.program = is_reuse_source, reuse_buffer, None
+
+
+SETUP_BYTES = 2048   # an EmulateSetup with its tiling and key, without a program
+
+
+def _setup_key(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
+               stack_buffer_size):
+    """The EMULATE_SETUPS key of these arguments (shape and dtype from checked inputs), or None
+    when an argument is not a plain value (the call is then checked uncached)."""
+    key = plain_key(product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
+    return None if key is None else key + (shape, dtype.str)
+
+
 def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
                    stack_buffer_size):
-    """(core configuration, temp bytes, tiling, the key of the kernel's program on a fresh core,
-    is_reuse_source, reuse_buffer) of one emulate() configuration, checked and computed once."""
-    key = plain_key(product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
-    if key is not None:
-        key += (shape, dtype.str)   # from check_inputs: a tuple of ints and a str
+    """The EmulateSetup of one emulate() configuration (cached)."""
+    key = _setup_key(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
+                     stack_buffer_size)
     setup = None if key is None else EMULATE_SETUPS.get(key)
     if setup is None:
         is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
@@ -181,10 +204,11 @@ def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse
         tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
                                                   is_reuse_source)
         kernel_key = ("emulate", shape, dtype.str, tmp_bytes, is_reuse_source, reuse_buffer)
-        setup = (core.config, tmp_bytes, tiling, recording.program_key(core, kernel_key),
-                 is_reuse_source, reuse_buffer)
+        setup = EmulateSetup(core.config, tmp_bytes, tiling,
+                             recording.program_key(core, kernel_key), is_reuse_source,
+                             reuse_buffer)
         if key is not None:
-            EMULATE_SETUPS.put(key, setup, 2048)
+            EMULATE_SETUPS.put(key, setup, SETUP_BYTES)
     return setup
 
 
@@ -195,17 +219,58 @@ def sample_kernel(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_sourc
     pd_gamma, pd_beta)."""
     check_inputs(input_dy, res_for_gamma)
     dtype, shape = input_dy.dtype, input_dy.shape
-    config, tmp_bytes, tiling, key, is_reuse_source, reuse_buffer = _emulate_setup(
-        shape, dtype, product, resolve_mode("emulate", mode), sat_mode, is_reuse_source,
-        reuse_buffer, stack_buffer_size)
-    core = AICore(_config=config)
-    h = shape[2]
+    setup = _emulate_setup(shape, dtype, product, resolve_mode("emulate", mode), sat_mode,
+                           is_reuse_source, reuse_buffer, stack_buffer_size)
+    core = AICore(_config=setup.config)
+    pd_gamma, pd_beta, outputs = _outputs(shape[2], dtype)
+    gms = (gm_bytes(input_dy), gm_bytes(res_for_gamma), *outputs)
+    kernel = SampleKernel(shape, dtype, setup.tmp_bytes, setup.tiling, setup.is_reuse_source,
+                          setup.reuse_buffer)
+    return core, kernel, gms, setup.key, pd_gamma, pd_beta
+
+
+def _outputs(h, dtype):
+    """(pd_gamma, pd_beta, their bytes): new arrays, adjacent in one allocation."""
     outputs = np.empty(2 * h, dtype)
     pd_gamma, pd_beta = outputs[:h], outputs[h:]
-    gms = (gm_bytes(input_dy), gm_bytes(res_for_gamma), pd_gamma.view(np.uint8),
-           pd_beta.view(np.uint8))
-    kernel = SampleKernel(shape, dtype, tmp_bytes, tiling, is_reuse_source, reuse_buffer)
-    return core, kernel, gms, key, pd_gamma, pd_beta
+    return pd_gamma, pd_beta, (pd_gamma.view(np.uint8), pd_beta.view(np.uint8))
+
+
+def _replay_warm(input_dy, res_for_gamma, setup_key):
+    """emulate() in fast mode without a trace, when an earlier call with the same arguments has
+    replayed its program: the inputs' dtype and shape are the key's (so they passed
+    check_inputs), and the program needs no recording and no lookup. None when it does not apply
+    (the general path then checks, records or replays as usual)."""
+    if (type(input_dy) is not np.ndarray or type(res_for_gamma) is not np.ndarray
+            or input_dy.dtype != res_for_gamma.dtype or input_dy.shape != res_for_gamma.shape):
+        return None
+    key = _setup_key(input_dy.shape, input_dy.dtype, *setup_key)
+    setup = None if key is None else EMULATE_SETUPS.get(key)
+    program = None if setup is None else setup.program
+    if program is None:
+        return None
+    dy, rfg = input_dy.flags, res_for_gamma.flags
+    if not (dy.c_contiguous and dy.writeable and rfg.c_contiguous and rfg.writeable):
+        return None   # gm_bytes's cases: copied, or wrapped read-only
+    core = AICore(_config=setup.config)
+    if not core.replays:   # an observer of fast-mode cores that needs every instruction
+        return None
+    pd_gamma, pd_beta, outputs = _outputs(input_dy.shape[2], input_dy.dtype)
+    for message in program.warnings:
+        warn(message)
+    core.replay(program, (input_dy.reshape(-1).view(np.uint8),
+                          res_for_gamma.reshape(-1).view(np.uint8), *outputs))
+    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, program.rows)
+
+
+def _remember_program(setup_key, input_dy, program):
+    """Keep the program a fast emulate() call replayed with its setup, for _replay_warm (the
+    setup's bytes then count the program's too)."""
+    key = _setup_key(input_dy.shape, input_dy.dtype, *setup_key)
+    setup = None if key is None else EMULATE_SETUPS.get(key)
+    if setup is not None and setup.program is None and program.key == setup.key:
+        setup.program = program
+        EMULATE_SETUPS.put(key, setup, SETUP_BYTES + program.nbytes)
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
@@ -219,6 +284,11 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     """
     trace = check_flag("emulate", "trace", trace)
     mode = resolve_mode("emulate", mode)
+    warm = (product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
+    if mode == "fast" and not trace:
+        result = _replay_warm(input_dy, res_for_gamma, warm)
+        if result is not None:
+            return result
     core, kernel, gms, key, pd_gamma, pd_beta = sample_kernel(
         input_dy, res_for_gamma, product=product, is_reuse_source=is_reuse_source,
         reuse_buffer=reuse_buffer, stack_buffer_size=stack_buffer_size,
@@ -226,6 +296,8 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     rows = run_on_core(core, kernel, gms, [kernel.dtype] * len(gms), key)
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
+    if mode == "fast" and not trace and core.last_program is not None:
+        _remember_program(warm, input_dy, core.last_program)
     return EmulationResult(pd_gamma, pd_beta, kernel.tiling, core, core.trace if trace else None,
                            rows)
 

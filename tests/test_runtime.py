@@ -494,6 +494,95 @@ def test_cache_limit_clear_and_info():
             lngb.set_cache_limit(bad)
 
 
+WARM_CASES = [(F32, {}), (F32, {"is_reuse_source": True}),
+              (F32, {"is_reuse_source": True, "reuse_buffer": "res_for_gamma"}),
+              (F16, {"is_reuse_source": True}), (F32, {"stack_buffer_size": 512}),
+              (F32, {"product": "atlas-350"}), (F16, {"product": "atlas-inference"})]
+
+
+@pytest.mark.parametrize("dtype, options", WARM_CASES)
+def test_a_warm_emulate_gives_the_bits_state_and_warnings_of_an_observed_run(dtype, options):
+    """From its third call on, a fast emulate() of one configuration replays the program its
+    setup keeps (host._replay_warm), without checking, recording or looking anything up: it must
+    leave what an observed run leaves, and raise the same warnings, every call."""
+    rng = np.random.default_rng(7)
+    dy, rfg = (rng.standard_normal((2, 8, 64)).astype(dtype) for _ in range(2))
+    dy[0, 0, :3] = [np.nan, np.inf, -0.0]
+    dy_before, rfg_before = dy.copy(), rfg.copy()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lngb.clear_caches()
+        oracle = lngb.emulate(dy, rfg, mode="observed", **options)
+        expected = [str(w.message) for w in seen]
+        seen.clear()
+        for _ in range(3):
+            fast = lngb.emulate(dy, rfg, mode="fast", **options)
+            assert [str(w.message) for w in seen] == expected
+            seen.clear()
+            for got, want in ((fast.pd_gamma, oracle.pd_gamma), (fast.pd_beta, oracle.pd_beta)):
+                assert got.dtype == dtype and got.shape == (64,)
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+            assert np.array_equal(fast.core.ub, oracle.core.ub)
+            assert fast.core.seq == oracle.core.seq and fast.core.state() == oracle.core.state()
+            assert np.array_equal(fast.rows, oracle.rows)
+            assert fast.tiling.to_bytes() == oracle.tiling.to_bytes()
+            assert fast.core.mode == "fast" and fast.trace is None
+    assert np.array_equal(dy, dy_before, equal_nan=True) and np.array_equal(rfg, rfg_before)
+
+
+def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
+    """The third call of a configuration runs none of the general path; other inputs, modes and
+    arguments take the general path again (sample_kernel), with their own results."""
+    from lngb import host
+    x = np.arange(2 * 8 * 64, dtype=np.float32).reshape(2, 8, 64) % 13
+    lngb.clear_caches()
+    lngb.emulate(x, x)
+    lngb.emulate(x, x)
+    general = host.sample_kernel
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return general(*args, **kwargs)
+    monkeypatch.setattr(host, "sample_kernel", counted)
+    warm = lngb.emulate(x, x)
+    assert calls == []
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    strided = np.repeat(x, 2, axis=2)[:, :, ::2]
+    for call in (lambda: lngb.emulate(read_only, read_only),
+                 lambda: lngb.emulate(strided, strided),
+                 lambda: lngb.emulate(x, x, trace=True),
+                 lambda: lngb.emulate(x, x, stack_buffer_size=np.int64(512))):
+        before = len(calls)
+        assert np.array_equal(call().pd_gamma, warm.pd_gamma)
+        assert len(calls) == before + 1
+    smaller = x[:, :4].copy()
+    assert np.array_equal(lngb.emulate(smaller, smaller).pd_beta, smaller.sum((0, 1)))
+    with pytest.raises(InvalidArgumentError, match="must match"):
+        lngb.emulate(x, x.astype(np.float16))
+    with pytest.raises(InvalidArgumentError, match="trace must be"):
+        lngb.emulate(x, x, trace=1)
+    monkeypatch.setenv("LNGB_MODE", "observed")   # the default mode is read on every call
+    before = len(calls)
+    observed = lngb.emulate(x, x)
+    assert observed.core.mode == "observed" and len(observed.core.trace) == len(warm.rows)
+    assert len(calls) == before + 1
+
+
+def test_the_program_a_setup_keeps_counts_in_its_bytes():
+    x = np.ones((1, 8, 64), np.float32)
+    lngb.clear_caches()
+    first = lngb.emulate(x, x)
+    program = first.core.last_program
+    entries, nbytes = lngb.cache_info()["emulate setups"]
+    assert entries == 1 and nbytes >= program.nbytes
+    lngb.clear_caches()
+    again = lngb.emulate(x, x)
+    assert again.core.last_program is not program   # recorded anew, not kept by a setup
+    assert np.array_equal(again.core.ub, first.core.ub)
+
+
 def run_python(code, **env):
     import os
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

@@ -61,9 +61,8 @@ def plain_key(*values):
     """A value-exact key of plain arguments (int, str, bool, None: each tagged with its type, so
     1 and True differ) without cache_key's walk, for the hot paths; None when a value is of any
     other type (the caller then checks its arguments uncached)."""
-    if all(type(v) in PLAIN_ARGUMENTS for v in values):
-        return tuple(map(type, values)) + values
-    return None
+    types = tuple(map(type, values))
+    return types + values if PLAIN_ARGUMENTS.issuperset(types) else None
 
 
 PLAIN_ARGUMENTS = PLAIN | {bool}
