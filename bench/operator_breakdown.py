@@ -22,7 +22,7 @@ from lngb.vector_ops.table import TABLE  # noqa: E402
 
 def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
     jobs = schedule.lockstep_jobs(run.cores, [schedule.pad_gms(g) for g in gms],
-                                  [s[0] for s in plan.schedules], THREADS, plan.lockstep)
+                                  [s[0] for s in plan.schedules], THREADS, plan.lockstep[0])
     point_starts = plan.point_starts if prefetch else np.zeros_like(plan.point_starts)
     run_schedule = TABLE.kernels.run_schedule
     start = time.perf_counter()

@@ -39,7 +39,7 @@ def test_lock_step_gives_each_core_the_bytes_it_gets_alone(product, dtype, monke
     lngb.clear_caches()
     result, together = run_backward(product, dtype, threads=2)
     plan = result.plan
-    assert plan.lockstep == scheduling.LOCKSTEP   # short rows: lock step
+    assert plan.lockstep == (scheduling.LOCKSTEP,) * 2   # short rows: lock step
     gms = [scheduling.pad_gms(g) for g in
            prepare_backward(backward_inputs(dtype), 1e-5, product, 5, None,
                                           "fast", None).gms]
@@ -49,7 +49,7 @@ def test_lock_step_gives_each_core_the_bytes_it_gets_alone(product, dtype, monke
     lngb.clear_caches()
     for threads in (1, 2):
         alone_result, alone = run_backward(product, dtype, threads)
-        assert alone_result.plan.lockstep == 1
+        assert alone_result.plan.lockstep == (1, 1)
         for a, b in zip(together, alone):
             assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
@@ -94,11 +94,24 @@ def test_cores_outside_one_ub_block_replay_alone(make_ubs, monkeypatch):
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-def test_long_rows_replay_one_core_at_a_time():
+def test_long_rows_replay_one_core_at_a_time(monkeypatch):
     """Tiles of thousands of lanes gain nothing from lock step and would crowd the host's
-    caches: the LayerNormGradBeta operator's plan on [1, 64, 4096] float runs cores alone."""
-    dy = np.ones((1, 64, 4096), np.float32)
-    assert lngb.emulate_operator(dy, dy, threads=1).plan.lockstep == 1
+    caches: the LayerNormGradBeta operator's phase 1 on [1, 64, 4096] float runs cores alone;
+    its phase 2 (the cross-core sums, 88 columns a core) runs them in lock step, with the bits
+    of a replay one core at a time."""
+    dy = np.arange(64 * 4096, dtype=np.float32).reshape(1, 64, 4096) % 97 - 40
+    lngb.clear_caches()
+    result = lngb.emulate_operator(dy, dy[:, ::-1].copy(), threads=2)
+    assert result.plan.lockstep == (1, scheduling.LOCKSTEP)
+    ubs = [core.ub.copy() for core in result.cores]
+    alone = [result.pd_gamma.copy(), result.pd_beta.copy(), *ubs]
+    monkeypatch.setattr(scheduling, "LOCKSTEP", 1)
+    lngb.clear_caches()
+    again = lngb.emulate_operator(dy, dy[:, ::-1].copy(), threads=2)
+    assert again.plan.lockstep == (1, 1)
+    together = [again.pd_gamma, again.pd_beta, *(core.ub for core in again.cores)]
+    for a, b in zip(alone, together):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
 def test_jobs_cut_runs_into_equal_chunks_a_multiple_of_threads():

@@ -170,7 +170,8 @@ class Plan:
     schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
     end_states: list      # per core: the core's state after the kernel
     warnings: tuple
-    lockstep: int = 1     # cores a replay job runs in lock step (lockstep_width)
+    lockstep: tuple = (1, 1)   # per phase: cores a replay job runs in lock step (lockstep_width)
+    retired: list = field(default_factory=list)   # per core: the rows it executes
     parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
     @property
@@ -202,16 +203,25 @@ def plan(key, cores, make_kernel):
     schedules = [tuple(np.array(s, dtype=np.int64).reshape(-1, 1 + GM_SLOTS) for s in p.schedule)
                  for p in planners]
     rows = np.concatenate(recorded.programs)
+    lengths = np.diff(starts)
+    widths = tuple(lockstep_width(phase_rows(recorded.programs, [s[phase] for s in schedules]))
+                   for phase in range(2))
     result = Plan(rows, starts, np.concatenate(recorded.points), point_starts, recorded.programs,
-                  schedules, [core.state() for core in cores], tuple(recorded.warnings),
-                  lockstep_width(rows))
+                  schedules, [core.state() for core in cores], tuple(recorded.warnings), widths,
+                  [int(sum(lengths[s[:, 0]].sum() for s in p)) for p in schedules])
     return PLANS.put(key, result, result.nbytes)
 
 
+def phase_rows(programs, schedules):
+    """The rows of every distinct program the cores' schedules of one phase run."""
+    used = np.unique(np.concatenate([s[:, 0] for s in schedules]))
+    return np.concatenate([programs[p] for p in used]) if len(used) else programs[0][:0]
+
+
 def lockstep_width(rows):
-    """Cores a replay job runs in lock step: LOCKSTEP when the plan's contiguous element-wise
-    rows (each distinct step's once) average fewer than SHORT_ROW elements, else 1. Lock step
-    pays the executor's fixed cost per row (~15 ns, the work of ~300 lanes) once for all of
+    """Cores a replay job runs in lock step: LOCKSTEP when the contiguous element-wise rows (of
+    one phase's distinct steps, each once) average fewer than SHORT_ROW elements, else 1. Lock
+    step pays the executor's fixed cost per row (~15 ns, the work of ~300 lanes) once for all of
     them, but multiplies the UB bytes a job keeps in the host's caches: it pays for short rows
     (the 950's 64-lane register ops), not for tiles of thousands of lanes (bench/README.md,
     lock-step replay)."""
@@ -238,7 +248,7 @@ def replay(plan, cores, gms, threads):
     announce_compile(run_schedule, "the multi-core replay")
     gms = [pad_gms(g) for g in gms]
     # cores that run alone need no shared block (working it out costs ~0.3 ms on 48 cores)
-    layout = (_ub_block(cores), _shared_gms(gms)) if plan.lockstep > 1 else (None, None)
+    layout = (_ub_block(cores), _shared_gms(gms)) if max(plan.lockstep) > 1 else (None, None)
     for phase in range(2):
         schedules = [s[phase] for s in plan.schedules]
         key = (phase, threads)   # the cut into jobs is the plan's: computed once
@@ -246,12 +256,11 @@ def replay(plan, cores, gms, threads):
         if parts is None:
             if len(plan.parts) >= 4:   # two thread counts at most, as Plan.nbytes counts
                 plan.parts.clear()
-            parts = plan.parts[key] = lockstep_parts(schedules, threads, plan.lockstep)
+            parts = plan.parts[key] = lockstep_parts(schedules, threads, plan.lockstep[phase])
         jobs = lockstep_jobs(cores, gms, schedules, threads, layout=layout, parts=parts)
         in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
-    lengths = np.diff(plan.starts)
-    for core, state, s in zip(cores, plan.end_states, plan.schedules):
-        core.retired_in_bulk(int(sum(lengths[x[:, 0]].sum() for x in s)), state)
+    for core, state, count in zip(cores, plan.end_states, plan.retired):
+        core.retired_in_bulk(count, state)
 
 
 def lockstep_jobs(cores, gms, schedules, threads, width=LOCKSTEP, layout=None, parts=None):
