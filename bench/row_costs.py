@@ -13,7 +13,7 @@ import lngb
 from lngb.runtime.recording import NO_GM
 from lngb.runtime.schedule import UB_PAD
 from lngb.vector_ops import (Add, BinaryRepeatParams, Cast, DataCopy, Duplicate, DuplicateLane,
-                             Mul, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams,
+                             Mul, Muls, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams,
                              WholeReduceSum)
 from lngb.vector_ops.table import TABLE
 
@@ -31,6 +31,8 @@ def rows():
         "512-lane float Add": lambda: Add(c, a, b, 512),
         "one-lane float Mul (mask form)": lambda: Mul(r0, r1, r1, 1, 1, BinaryRepeatParams()),
         "one-lane Sqrt (mask form)": lambda: Sqrt(r0, r1, 1, 1, UnaryRepeatParams()),
+        "64-lane float Muls in place (mask form)": lambda: Muls(r0, r0, 2.0, 64, 1,
+                                                               UnaryRepeatParams()),
         "64-lane float Duplicate": lambda: Duplicate(c, 1.0, 64),
         "DuplicateLane": lambda: DuplicateLane(r0, r1),
         "256-byte UB -> UB DataCopy": lambda: DataCopy(c, a, 64),
