@@ -96,10 +96,10 @@ def test_cores_outside_one_ub_block_replay_alone(make_ubs, monkeypatch):
 
 def test_long_rows_replay_one_core_at_a_time(monkeypatch):
     """Tiles of thousands of lanes gain nothing from lock step and would crowd the host's
-    caches: the LayerNormGradBeta operator's phase 1 on [1, 64, 4096] float runs cores alone;
-    its phase 2 (the cross-core sums, 88 columns a core) runs them in lock step, with the bits
-    of a replay one core at a time."""
-    dy = np.arange(64 * 4096, dtype=np.float32).reshape(1, 64, 4096) % 97 - 40
+    caches: the LayerNormGradBeta operator's phase 1 on [1, 16, 1024] float (a row of 1 024
+    lanes a core) runs cores alone; its phase 2 (the cross-core sums, 64 columns a core) runs
+    them in lock step, with the bits of a replay one core at a time."""
+    dy = np.arange(16 * 1024, dtype=np.float32).reshape(1, 16, 1024) % 97 - 40
     lngb.clear_caches()
     result = lngb.emulate_operator(dy, dy[:, ::-1].copy(), threads=2)
     assert result.plan.lockstep == (1, scheduling.LOCKSTEP)
