@@ -31,6 +31,7 @@ def rows():
         "512-lane float Add": lambda: Add(c, a, b, 512),
         "one-lane float Mul (mask form)": lambda: Mul(r0, r1, r1, 1, 1, BinaryRepeatParams()),
         "one-lane Sqrt (mask form)": lambda: Sqrt(r0, r1, 1, 1, UnaryRepeatParams()),
+        # doubles r0 on every repeat (inf after ~128 of them: inf * 2 costs what a number does)
         "64-lane float Muls in place (mask form)": lambda: Muls(r0, r0, 2.0, 64, 1,
                                                                UnaryRepeatParams()),
         "64-lane float Duplicate": lambda: Duplicate(c, 1.0, 64),

@@ -18,6 +18,7 @@ from .observers.gm_check import check_gm
 from .products import PRODUCTS, get_product
 from .progress import progress_bar
 from .runtime import recording, schedule
+from .runtime.recording import read_only
 from .runtime.cache import Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
@@ -32,7 +33,7 @@ class EmulationResult:
 
     def __init__(self, pd_gamma, pd_beta, tiling, core, trace, rows):
         self.pd_gamma, self.pd_beta, self.core, self.trace = pd_gamma, pd_beta, core, trace
-        self.rows = rows  # every instruction and event, in issue order
+        self.rows = read_only(rows)  # every instruction and event, in issue order
         self._tiling = tiling
         self._tiling_copy = None
         self._cost = None
@@ -166,19 +167,14 @@ def check_stack_buffer_size(api, stack_buffer_size):
 
 class EmulateSetup:
     """One emulate() configuration, checked and computed once: the fresh core's configuration,
-    the temp bytes, the tiling, the key of the kernel's program on a fresh core and the checked
-    flags; `program` is that Program once a call has replayed it (later calls then replay it at
-    once: `_replay_warm`)."""
+    the temp bytes, the tiling, the key of the kernel's program on a fresh core (under which
+    runtime.recording keeps it) and the checked flags."""
 
-    __slots__ = ("config", "tmp_bytes", "tiling", "key", "is_reuse_source", "reuse_buffer",
-                 "program")
+    __slots__ = ("config", "tmp_bytes", "tiling", "key", "is_reuse_source", "reuse_buffer")
 
     def __init__(self, config, tmp_bytes, tiling, key, is_reuse_source, reuse_buffer):
         self.config, self.tmp_bytes, self.tiling, self.key = config, tmp_bytes, tiling, key
-        self.is_reuse_source, self.reuse_buffer, self.program = is_reuse_source, reuse_buffer, None
-
-
-SETUP_BYTES = 2048   # an EmulateSetup with its tiling and key, without a program
+        self.is_reuse_source, self.reuse_buffer = is_reuse_source, reuse_buffer
 
 
 def _setup_key(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
@@ -208,7 +204,7 @@ def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse
                              recording.program_key(core, kernel_key), is_reuse_source,
                              reuse_buffer)
         if key is not None:
-            EMULATE_SETUPS.put(key, setup, SETUP_BYTES)
+            EMULATE_SETUPS.put(key, setup, 2048)
     return setup
 
 
@@ -237,16 +233,18 @@ def _outputs(h, dtype):
 
 
 def _replay_warm(input_dy, res_for_gamma, setup_key):
-    """emulate() in fast mode without a trace, when an earlier call with the same arguments has
-    replayed its program: the inputs' dtype and shape are the key's (so they passed
-    check_inputs), and the program needs no recording and no lookup. None when it does not apply
-    (the general path then checks, records or replays as usual)."""
+    """emulate() in fast mode without a trace, once its configuration's program is recorded:
+    the inputs' dtype and shape are the setup's key (so they passed check_inputs) and the
+    program is the one run_program would replay, so nothing is checked, built or recorded again.
+    It rests on fresh fast cores having no observers (none to finish, none needing every
+    instruction). None when it does not apply: the general path then checks, records or
+    replays as usual."""
     if (type(input_dy) is not np.ndarray or type(res_for_gamma) is not np.ndarray
             or input_dy.dtype != res_for_gamma.dtype or input_dy.shape != res_for_gamma.shape):
         return None
     key = _setup_key(input_dy.shape, input_dy.dtype, *setup_key)
     setup = None if key is None else EMULATE_SETUPS.get(key)
-    program = None if setup is None else setup.program
+    program = None if setup is None else recording.PROGRAMS.get(setup.key)
     if program is None:
         return None
     dy, rfg = input_dy.flags, res_for_gamma.flags
@@ -263,16 +261,6 @@ def _replay_warm(input_dy, res_for_gamma, setup_key):
     return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, program.rows)
 
 
-def _remember_program(setup_key, input_dy, program):
-    """Keep the program a fast emulate() call replayed with its setup, for _replay_warm (the
-    setup's bytes then count the program's too)."""
-    key = _setup_key(input_dy.shape, input_dy.dtype, *setup_key)
-    setup = None if key is None else EMULATE_SETUPS.get(key)
-    if setup is not None and setup.program is None and program.key == setup.key:
-        setup.program = program
-        EMULATE_SETUPS.put(key, setup, SETUP_BYTES + program.nbytes)
-
-
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
             reuse_buffer="input_dy", stack_buffer_size=None, mode=None, trace=False,
             sat_mode=None):
@@ -284,9 +272,9 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     """
     trace = check_flag("emulate", "trace", trace)
     mode = resolve_mode("emulate", mode)
-    warm = (product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
     if mode == "fast" and not trace:
-        result = _replay_warm(input_dy, res_for_gamma, warm)
+        result = _replay_warm(input_dy, res_for_gamma, (product, mode, sat_mode, is_reuse_source,
+                                                        reuse_buffer, stack_buffer_size))
         if result is not None:
             return result
     core, kernel, gms, key, pd_gamma, pd_beta = sample_kernel(
@@ -296,8 +284,6 @@ def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=Fals
     rows = run_on_core(core, kernel, gms, [kernel.dtype] * len(gms), key)
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
-    if mode == "fast" and not trace and core.last_program is not None:
-        _remember_program(warm, input_dy, core.last_program)
     return EmulationResult(pd_gamma, pd_beta, kernel.tiling, core, core.trace if trace else None,
                            rows)
 

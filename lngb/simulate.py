@@ -21,7 +21,7 @@ from .errors import CapacityError, InvalidArgumentError
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable
-from .runtime.recording import program_key, run_program
+from .runtime.recording import program_key, read_only, run_program
 from .tensor import MAX_GM_BYTES, GlobalTensor
 from .vector_ops.program import GM_SLOTS, N_COLS
 
@@ -45,7 +45,7 @@ class SimulationResult:
     slowest core's modelled time) and `costs` (per core)."""
 
     def __init__(self, outputs, cores, rows):
-        self.outputs, self.cores, self.rows = outputs, cores, rows
+        self.outputs, self.cores, self.rows = outputs, cores, [read_only(r) for r in rows]
         self.trace = [core.trace for core in cores] if cores[0].mode != "fast" else None
         self._costs = None
 

@@ -502,9 +502,9 @@ WARM_CASES = [(F32, {}), (F32, {"is_reuse_source": True}),
 
 @pytest.mark.parametrize("dtype, options", WARM_CASES)
 def test_a_warm_emulate_gives_the_bits_state_and_warnings_of_an_observed_run(dtype, options):
-    """From its third call on, a fast emulate() of one configuration replays the program its
-    setup keeps (host._replay_warm), without checking, recording or looking anything up: it must
-    leave what an observed run leaves, and raise the same warnings, every call."""
+    """From its second call on, a fast emulate() of one configuration replays its recorded
+    program at once (host._replay_warm), without checking, building or recording anything: it
+    must leave what an observed run leaves, and raise the same warnings, every call."""
     rng = np.random.default_rng(7)
     dy, rfg = (rng.standard_normal((2, 8, 64)).astype(dtype) for _ in range(2))
     dy[0, 0, :3] = [np.nan, np.inf, -0.0]
@@ -531,12 +531,11 @@ def test_a_warm_emulate_gives_the_bits_state_and_warnings_of_an_observed_run(dty
 
 
 def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
-    """The third call of a configuration runs none of the general path; other inputs, modes and
-    arguments take the general path again (sample_kernel), with their own results."""
+    """The second call of a configuration runs none of the general path; other inputs, modes
+    and arguments take the general path again (sample_kernel), with their own results."""
     from lngb import host
     x = np.arange(2 * 8 * 64, dtype=np.float32).reshape(2, 8, 64) % 13
     lngb.clear_caches()
-    lngb.emulate(x, x)
     lngb.emulate(x, x)
     general = host.sample_kernel
     calls = []
@@ -570,17 +569,54 @@ def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
     assert len(calls) == before + 1
 
 
-def test_the_program_a_setup_keeps_counts_in_its_bytes():
-    x = np.ones((1, 8, 64), np.float32)
+def test_a_budget_that_holds_one_program_records_it_once(monkeypatch):
+    """Warm calls and general ones (read-only inputs) of one configuration, under a budget with
+    room for its program and a little more: the program is recorded once, not once a call."""
+    from lngb.runtime import recording
+    recorded = []
+    record = recording.record
+    monkeypatch.setattr(recording, "record", lambda *a, **k: recorded.append(1) or record(*a, **k))
+    x = np.ones((2, 8, 64), np.float32)
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    lngb.clear_caches()
+    size = lngb.emulate(x, x).core.last_program.nbytes
+    before = STORE.limit
+    try:
+        lngb.clear_caches()
+        lngb.set_cache_limit(size + 8192)
+        recorded.clear()
+        for _ in range(5):
+            lngb.emulate(x, x)
+            lngb.emulate(read_only, read_only)
+        assert len(recorded) == 1
+    finally:
+        lngb.set_cache_limit(before)
+
+
+def test_a_result_cannot_change_the_program_later_calls_replay():
+    """result.rows is the cached program's rows, read-only: writing to them raises, and later
+    calls give the same bits (simulate_kernel's rows too)."""
+    x = np.arange(1024, dtype=np.float32).reshape(2, 8, 64) % 7
     lngb.clear_caches()
     first = lngb.emulate(x, x)
-    program = first.core.last_program
-    entries, nbytes = lngb.cache_info()["emulate setups"]
-    assert entries == 1 and nbytes >= program.nbytes
-    lngb.clear_caches()
     again = lngb.emulate(x, x)
-    assert again.core.last_program is not program   # recorded anew, not kept by a setup
-    assert np.array_equal(again.core.ub, first.core.ub)
+    for rows in (first.rows, again.rows):
+        with pytest.raises(ValueError, match="read-only"):
+            rows[:] = 0
+    assert np.array_equal(lngb.emulate(x, x).pd_beta, first.pd_beta)
+
+    def double(src, dst):
+        ub = lngb.current_core().alloc(64, F32)
+        lngb.vector_ops.DataCopy(ub, src, 64)
+        lngb.vector_ops.Muls(ub, ub, 2.0, 64)
+        lngb.vector_ops.DataCopy(dst, ub, 64)
+    y = np.arange(64, dtype=np.float32)
+    for _ in range(2):
+        result = lngb.simulate_kernel(double, y, outputs=[((64,), np.float32)])
+        with pytest.raises(ValueError, match="read-only"):
+            result.rows[0][:] = 0
+        assert np.array_equal(result.outputs[0], 2 * y)
 
 
 def run_python(code, **env):

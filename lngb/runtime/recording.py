@@ -91,6 +91,14 @@ class Recorder:
             self.warnings.append(message)
 
 
+def read_only(rows):
+    """A read-only view of rows (a result's view of a cached program: writing to it would change
+    every later replay)."""
+    view = rows.view()
+    view.flags.writeable = False
+    return view
+
+
 def pad_gms(gms):
     gms = tuple(gms)
     if len(gms) > GM_SLOTS:

@@ -170,8 +170,8 @@ class Plan:
     schedules: list       # per core: (phase 1, phase 2) int64 arrays of (program, 4 GM bases)
     end_states: list      # per core: the core's state after the kernel
     warnings: tuple
-    lockstep: tuple = (1, 1)   # per phase: cores a replay job runs in lock step (lockstep_width)
-    retired: list = field(default_factory=list)   # per core: the rows it executes
+    lockstep: tuple       # per phase: cores a replay job runs in lock step (lockstep_width)
+    retired: list         # per core: the rows it executes
     parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
     @property
@@ -247,7 +247,8 @@ def replay(plan, cores, gms, threads):
     run_schedule = TABLE.kernels.run_schedule
     announce_compile(run_schedule, "the multi-core replay")
     gms = [pad_gms(g) for g in gms]
-    # cores that run alone need no shared block (working it out costs ~0.3 ms on 48 cores)
+    # cores that run alone need no shared block (working it out costs ~0.3 ms on 48 cores); in a
+    # plan with a phase in lock step, the other phase's one-core jobs use it too (the same bytes)
     layout = (_ub_block(cores), _shared_gms(gms)) if max(plan.lockstep) > 1 else (None, None)
     for phase in range(2):
         schedules = [s[phase] for s in plan.schedules]
