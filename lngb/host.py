@@ -232,33 +232,53 @@ def _outputs(h, dtype):
     return pd_gamma, pd_beta, (pd_gamma.view(np.uint8), pd_beta.view(np.uint8))
 
 
+def in_place_bytes(*arrays):
+    """Each array's bytes, read in place as GM, when every one is a C-contiguous, writable
+    ndarray (gm_bytes's common case; it copies or wraps the others), else None."""
+    views = []
+    for a in arrays:
+        flags = a.flags
+        if type(a) is not np.ndarray or not (flags.c_contiguous and flags.writeable):
+            return None
+        views.append(a.reshape(-1).view(np.uint8))
+    return views
+
+
+def replay_warm(config, key, gms):
+    """A fresh fast core of `config` that has replayed the program recorded under `key`
+    (recording.program_key) on `gms`, raising the program's warnings as run_program does; None
+    when no such program is cached. For a call whose checks an earlier call of the same
+    configuration passed: nothing is checked, built or recorded again. It rests on fresh fast
+    cores having no observers (none to finish, none needing every instruction)."""
+    program = recording.PROGRAMS.get(key)
+    if program is None:
+        return None
+    core = AICore(_config=config)
+    if not core.replays:   # an observer of fast-mode cores that needs every instruction
+        return None
+    for message in program.warnings:
+        warn(message)
+    core.replay(program, gms)
+    return core
+
+
 def _replay_warm(input_dy, res_for_gamma, setup_key):
-    """emulate() in fast mode without a trace, once its configuration's program is recorded:
-    the inputs' dtype and shape are the setup's key (so they passed check_inputs) and the
-    program is the one run_program would replay, so nothing is checked, built or recorded again.
-    It rests on fresh fast cores having no observers (none to finish, none needing every
-    instruction). None when it does not apply: the general path then checks, records or
-    replays as usual."""
+    """emulate() in fast mode without a trace, once its configuration's program is recorded (the
+    inputs' dtype and shape are the setup's key, so they passed check_inputs), or None: the
+    general path then checks, records or replays as usual."""
     if (type(input_dy) is not np.ndarray or type(res_for_gamma) is not np.ndarray
             or input_dy.dtype != res_for_gamma.dtype or input_dy.shape != res_for_gamma.shape):
         return None
     key = _setup_key(input_dy.shape, input_dy.dtype, *setup_key)
     setup = None if key is None else EMULATE_SETUPS.get(key)
-    program = None if setup is None else recording.PROGRAMS.get(setup.key)
-    if program is None:
-        return None
-    dy, rfg = input_dy.flags, res_for_gamma.flags
-    if not (dy.c_contiguous and dy.writeable and rfg.c_contiguous and rfg.writeable):
-        return None   # gm_bytes's cases: copied, or wrapped read-only
-    core = AICore(_config=setup.config)
-    if not core.replays:   # an observer of fast-mode cores that needs every instruction
+    inputs = None if setup is None else in_place_bytes(input_dy, res_for_gamma)
+    if inputs is None:
         return None
     pd_gamma, pd_beta, outputs = _outputs(input_dy.shape[2], input_dy.dtype)
-    for message in program.warnings:
-        warn(message)
-    core.replay(program, (input_dy.reshape(-1).view(np.uint8),
-                          res_for_gamma.reshape(-1).view(np.uint8), *outputs))
-    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, program.rows)
+    core = replay_warm(setup.config, setup.key, (*inputs, *outputs))
+    if core is None:
+        return None
+    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, core.last_program.rows)
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,

@@ -569,6 +569,111 @@ def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
     assert len(calls) == before + 1
 
 
+def layer_norm_grad_inputs(dtype, h=64, column=False):
+    rng = np.random.default_rng(11)
+    dy, x = (rng.standard_normal((2, 8, h)).astype(dtype) for _ in range(2))
+    variance = (rng.random((2, 8)) + 0.5).astype(dtype)
+    variance[0, 0] = -0.0   # with epsilon +-0.0: 1 / sqrt(-0.0 + eps) is -inf or +inf
+    mean = rng.standard_normal((2, 8)).astype(dtype)
+    if column:
+        variance, mean = variance[..., None], mean[..., None]
+    return [dy, x, variance, mean, rng.standard_normal(h).astype(dtype)]
+
+
+LNG_CASES = [(F32, {}, False), (F32, {"is_reuse_source": True}, False), (F16, {}, False),
+             (F32, {"epsilon": 0.0}, False), (F32, {"epsilon": -0.0}, False),
+             (F16, {"epsilon": np.float16(1e-3)}, True), (F32, {"product": "atlas-350"}, False),
+             (F16, {"product": "atlas-inference"}, False),
+             (F32, {"stack_buffer_size": 8192}, False)]
+
+
+@pytest.mark.parametrize("dtype, options, column", LNG_CASES)
+def test_a_warm_layer_norm_grad_gives_the_bits_state_and_warnings_of_an_observed_run(
+        dtype, options, column):
+    """emulate_layer_norm_grad's warm path (backward._replay_warm) against an observed run of
+    the same call: pdX, resForGamma, the whole UB, the core's state, the warnings; the rows
+    against the first fast call's (the general path: a live run writes a GetValue's value into
+    its row, a recording the scalar register it reads)."""
+    arrays = layer_norm_grad_inputs(dtype, column=column)
+    before = [a.copy() for a in arrays]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lngb.clear_caches()
+        oracle = lngb.emulate_layer_norm_grad(*arrays, mode="observed", **options)
+        expected = [str(w.message) for w in seen]
+        seen.clear()
+        rows = None
+        for _ in range(3):
+            fast = lngb.emulate_layer_norm_grad(*arrays, mode="fast", **options)
+            assert [str(w.message) for w in seen] == expected
+            seen.clear()
+            for got, want in ((fast.pd_x, oracle.pd_x), (fast.res_for_gamma, oracle.res_for_gamma)):
+                assert got.dtype == dtype and got.shape == (2, 8, 64)
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+            assert np.array_equal(fast.core.ub, oracle.core.ub)
+            assert fast.core.seq == oracle.core.seq and fast.core.state() == oracle.core.state()
+            rows = fast.rows.copy() if rows is None else rows
+            assert np.array_equal(fast.rows, rows) and not fast.rows.flags.writeable
+            assert fast.tiling.to_bytes() == oracle.tiling.to_bytes() and fast.trace is None
+    for a, b in zip(arrays, before):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_the_layer_norm_grad_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
+    from lngb import backward
+    arrays = layer_norm_grad_inputs(F32)
+    lngb.clear_caches()
+    lngb.emulate_layer_norm_grad(*arrays)
+    general = backward.check_backward_inputs
+    calls = []
+
+    def counted(*args):
+        calls.append(1)
+        return general(*args)
+    monkeypatch.setattr(backward, "check_backward_inputs", counted)
+    warm = lngb.emulate_layer_norm_grad(*arrays)
+    assert calls == []
+    strided = [np.repeat(a, 2, axis=-1)[..., ::2] for a in arrays]
+    read_only = [a.copy() for a in arrays]
+    read_only[1].flags.writeable = False
+    for other in ([strided[0], strided[1], *arrays[2:]], read_only):   # dy and x read in place
+        before = len(calls)
+        result = lngb.emulate_layer_norm_grad(*other)
+        assert np.array_equal(result.pd_x, warm.pd_x) and len(calls) == before + 1
+    before = len(calls)   # variance, mean and gamma are copied: any layout is warm
+    result = lngb.emulate_layer_norm_grad(*arrays[:2], strided[2], strided[3], strided[4])
+    assert np.array_equal(result.pd_x, warm.pd_x) and len(calls) == before
+    before = len(calls)
+    for call in (lambda: lngb.emulate_layer_norm_grad(*arrays, trace=True),
+                 lambda: lngb.emulate_layer_norm_grad(*arrays, epsilon=np.float32(1e-5)),
+                 lambda: lngb.emulate_layer_norm_grad(*arrays, mode="checked")):
+        assert np.array_equal(call().pd_x, warm.pd_x)
+    assert len(calls) == before + 3
+    with pytest.raises(InvalidArgumentError, match="input_gamma is float16"):
+        lngb.emulate_layer_norm_grad(*arrays[:4], arrays[4].astype(np.float16))
+    with pytest.raises(InvalidArgumentError, match="input_mean has shape"):
+        lngb.emulate_layer_norm_grad(*arrays[:3], arrays[3][:1], arrays[4])
+    monkeypatch.setenv("LNGB_MODE", "fastest")   # the arrays' error first, as without a warm path
+    with pytest.raises(InvalidArgumentError, match="input_gamma is float16"):
+        lngb.emulate_layer_norm_grad(*arrays[:4], arrays[4].astype(np.float16))
+    with pytest.raises(InvalidArgumentError, match="LNGB_MODE"):
+        lngb.emulate_layer_norm_grad(*arrays)
+
+
+def test_warm_layer_norm_grads_of_signed_zero_epsilons_stay_apart():
+    """epsilon 0.0 and -0.0 are two configurations (value-exact keys): with a variance of -0.0,
+    resForGamma is -inf in one where it is +inf in the other, warm calls included."""
+    arrays = layer_norm_grad_inputs(F32)
+    lngb.clear_caches()
+    plus, minus = (lngb.emulate_layer_norm_grad(*arrays, epsilon=eps, mode="observed")
+                   .res_for_gamma.view(np.uint32) for eps in (0.0, -0.0))
+    assert not np.array_equal(plus, minus)   # (a dict keyed by epsilon would hold one of them)
+    for _ in range(3):
+        for eps, want in ((0.0, plus), (-0.0, minus), (0, plus)):
+            got = lngb.emulate_layer_norm_grad(*arrays, epsilon=eps).res_for_gamma
+            assert np.array_equal(got.view(np.uint32), want)
+
+
 def test_a_budget_that_holds_one_program_records_it_once(monkeypatch):
     """Warm calls and general ones (read-only inputs) of one configuration, under a budget with
     room for its program and a little more: the program is recorded once, not once a call."""
