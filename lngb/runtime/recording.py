@@ -95,7 +95,7 @@ def read_only(rows):
     """A read-only view of rows (a result's view of a cached program: writing to it would change
     every later replay)."""
     view = rows.view()
-    view.flags.writeable = False
+    view.setflags(write=False)
     return view
 
 
