@@ -19,7 +19,7 @@ from .kernels.sample import LayerNormGradSampleKernel, padded
 from .kernels.tiling import (GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo,
                              layer_norm_grad_tmp_bytes)
 from .runtime import recording
-from .runtime.cache import Cache, Uncacheable, exact, plain_key
+from .runtime.cache import Cache, exact, plain_key
 from .tensor import gm_bytes
 
 PLANS = Cache("layer-norm-grad tilings")
@@ -131,14 +131,13 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     resForGamma feeds `lngb.emulate(input_dy, res_for_gamma, ...)` for pdGamma and pdBeta."""
     api = "emulate_layer_norm_grad"
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
-    options = (epsilon, product, is_reuse_source, stack_buffer_size, sat_mode)
+    try:   # once per call (LNGB_MODE may change meanwhile); an error comes after the arrays'
+        resolved, mode_error = resolve_mode(api, mode), None
+    except Exception as error:   # noqa: BLE001 - raised below, where the checks reach it
+        resolved, mode_error = None, error
     warm = None
-    if trace is False:   # a fast call of a configuration replayed before: _replay_warm
-        try:
-            fast = resolve_mode(api, mode) == "fast"
-        except InvalidArgumentError:
-            fast = False   # the general path raises it, after its checks of the arrays
-        warm = _setup_key(arrays, "fast", *options) if fast else None
+    if trace is False and resolved == "fast":   # a configuration run before: _replay_warm
+        warm = _setup_key(arrays, epsilon, product, is_reuse_source, stack_buffer_size, sat_mode)
         result = None if warm is None else _replay_warm(arrays, warm)
         if result is not None:
             return result
@@ -148,7 +147,9 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     if stack_buffer_size is not None:
         stack_buffer_size = check_int(api, "stack_buffer_size (bytes)", stack_buffer_size, lo=0)
     eps = epsilon_value(epsilon, input_dy.dtype, api)
-    mode = resolve_mode(api, mode)
+    if mode_error is not None:
+        raise mode_error
+    mode = resolved
     core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
     key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
@@ -191,18 +192,18 @@ def _results(outputs, shape, dtype):
     return (outputs[:cut].view(dtype).reshape(shape), outputs[cut:].view(dtype).reshape(shape))
 
 
-def _setup_key(arrays, mode, epsilon, *plain):
+EPSILON_TYPES = (int, float, np.float16, np.float32, np.float64)
+
+
+def _setup_key(arrays, epsilon, *plain):
     """The SETUPS key of a fast emulate_layer_norm_grad call: its plain arguments, epsilon's
-    exact value and the arrays' dtype and shapes; None when an argument has no such key (the
-    call then runs the general path)."""
-    key = plain_key(mode, *plain)
-    if key is None or any(type(a) is not np.ndarray for a in arrays):
+    exact value and the arrays' dtype and shapes; None for arguments of other types (the call
+    then runs the general path, which checks them: nothing here runs their code)."""
+    key = plain_key(*plain)
+    if (key is None or type(epsilon) not in EPSILON_TYPES
+            or any(type(a) is not np.ndarray for a in arrays)):
         return None
-    try:
-        eps = exact(epsilon)
-    except Uncacheable:
-        return None
-    return key + (eps, arrays[0].dtype.str, *(a.shape for a in arrays))
+    return key + (exact(epsilon), arrays[0].dtype.str, *(a.shape for a in arrays))
 
 
 def _replay_warm(arrays, key):

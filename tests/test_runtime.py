@@ -660,6 +660,49 @@ def test_the_layer_norm_grad_warm_path_is_taken_and_only_where_it_applies(monkey
         lngb.emulate_layer_norm_grad(*arrays)
 
 
+def test_a_layer_norm_grad_call_reads_its_mode_once(monkeypatch):
+    """The mode is resolved once a call: an LNGB_MODE that changes during one (here: the second
+    read of it says checked) cannot file a checked core's configuration as a fast call's."""
+    from lngb import backward
+    arrays = layer_norm_grad_inputs(F32)
+    reads = iter(["fast", "checked"] * 10)
+    monkeypatch.setattr(backward, "resolve_mode", lambda api, mode: next(reads))
+    lngb.clear_caches()
+    first = lngb.emulate_layer_norm_grad(*arrays)
+    assert first.core.mode == "fast"
+    assert lngb.emulate_layer_norm_grad(*arrays).core.mode == "checked"
+    assert lngb.emulate_layer_norm_grad(*arrays).core.mode == "fast"   # warm: a fast core
+
+
+class Opaque:
+    """An argument whose attributes all raise: nothing may look inside it before the checks."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"looked at .{name}")
+
+
+class TouchyMode(str):
+    def __eq__(self, other):
+        raise RuntimeError("compared")
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("mode", ["fast", "observed"])
+def test_odd_arguments_get_the_errors_of_the_checks_in_their_order(mode):
+    arrays = layer_norm_grad_inputs(F32)
+    bad_gamma = [*arrays[:4], arrays[4].astype(np.float16)]
+    lngb.clear_caches()
+    lngb.emulate_layer_norm_grad(*arrays, mode=mode)
+    for epsilon in (Opaque(), [1e-5], "1e-5", None):
+        with pytest.raises(InvalidArgumentError, match="epsilon must be a number"):
+            lngb.emulate_layer_norm_grad(*arrays, epsilon=epsilon, mode=mode)
+        with pytest.raises(InvalidArgumentError, match="input_gamma is float16"):
+            lngb.emulate_layer_norm_grad(*bad_gamma, epsilon=epsilon, mode=mode)
+    with pytest.raises(InvalidArgumentError, match="input_gamma is float16"):
+        lngb.emulate_layer_norm_grad(*bad_gamma, mode=TouchyMode(mode))
+
+
 def test_warm_layer_norm_grads_of_signed_zero_epsilons_stay_apart():
     """epsilon 0.0 and -0.0 are two configurations (value-exact keys): with a variance of -0.0,
     resForGamma is -inf in one where it is +inf in the other, warm calls included."""
