@@ -158,7 +158,8 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
         plan = PLANS.put(key, choose_temp_bytes(shape, dtype, core.product, reuse,
                                                 stack_buffer_size), 2048)
     tmp_bytes, tiling = plan
-    params, outputs = _slots(arrays)
+    at = LayerNormGradSampleKernel.layout(shape, dtype)
+    params, outputs = _slots(arrays, at)
     gms = (gm_bytes(input_dy, api), gm_bytes(input_x, api), params, outputs)
     kernel = LayerNormGradSampleKernel(core, shape, dtype, tmp_bytes, tiling, gms, eps, reuse)
     kernel_key = ("emulate_layer_norm_grad", shape, dtype.str, tmp_bytes, reuse,
@@ -168,17 +169,16 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
     if warm is not None and core.last_program is not None:
-        SETUPS.put(warm, (core.config, tiling, program_key), 2048)
+        SETUPS.put(warm, (core.config, tiling, program_key, at), 2048)
     rows = (core.last_program.rows if core.last_program is not None
             else np.array([record.row for record in core.trace]))
-    return LayerNormGradResult(*_results(outputs, shape, dtype), tiling, core,
+    return LayerNormGradResult(*_results(outputs, shape, dtype, at), tiling, core,
                                core.trace if core.mode != "fast" else None, rows)
 
 
-def _slots(arrays):
-    """The sample kernel's GM slots 2 and 3: variance, mean and gamma packed (a copy), and the
-    outputs pdX | resForGamma (new)."""
-    at = LayerNormGradSampleKernel.layout(arrays[0].shape, arrays[0].dtype)
+def _slots(arrays, at):
+    """The sample kernel's GM slots 2 and 3 (`at`: its layout): variance, mean and gamma packed
+    (a copy), and the outputs pdX | resForGamma (new)."""
     params = np.zeros(at["params"], np.uint8)
     for name, a in zip(("inputVariance", "inputMean", "inputGamma"), arrays[2:]):
         raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
@@ -186,9 +186,9 @@ def _slots(arrays):
     return params, np.empty(at["outputs"], np.uint8)
 
 
-def _results(outputs, shape, dtype):
+def _results(outputs, shape, dtype, at):
     """(pd_x, res_for_gamma): views of the output slot."""
-    cut = LayerNormGradSampleKernel.layout(shape, dtype)["resForGamma"]
+    cut = at["resForGamma"]
     return (outputs[:cut].view(dtype).reshape(shape), outputs[cut:].view(dtype).reshape(shape))
 
 
@@ -216,12 +216,12 @@ def _replay_warm(arrays, key):
     data = in_place_bytes(*arrays[:2])
     if data is None:
         return None
-    config, tiling, program_key = setup
-    params, outputs = _slots(arrays)
+    config, tiling, program_key, at = setup   # the layout too: a warm call works out nothing
+    params, outputs = _slots(arrays, at)
     core = replay_warm(config, program_key, (*data, params, outputs))
     if core is None:
         return None
-    return LayerNormGradResult(*_results(outputs, arrays[0].shape, dtype), tiling, core, None,
+    return LayerNormGradResult(*_results(outputs, arrays[0].shape, dtype, at), tiling, core, None,
                                core.last_program.rows)
 
 
