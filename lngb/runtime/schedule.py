@@ -20,7 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
-from ..vector_ops.table import TABLE, announce_compile
+from ..vector_ops.table import TABLE
 from ..vector_ops.walk import gm_bursts
 from .cache import Cache, cache_key
 from .recording import pad_gms
@@ -245,7 +245,6 @@ def replay(plan, cores, gms, threads):
     for message in plan.warnings:
         warn(message)
     run_schedule = TABLE.kernels.run_schedule
-    announce_compile(run_schedule, "the multi-core replay")
     gms = [pad_gms(g) for g in gms]
     # cores that run alone need no shared block (working it out costs ~0.3 ms on 48 cores); in a
     # plan with a phase in lock step, the other phase's one-core jobs use it too (the same bytes)

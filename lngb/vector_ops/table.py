@@ -8,8 +8,8 @@ model, the trace and the tests read it. Opcodes are handed out in table order.
 
 Adding an instruction = its entry (in BUILTIN, or `TABLE.register(entry)` at run time) + its
 lane function + its golden rows in the tests. The executor for the table as it is
-(`TABLE.kernels`: `execute`, `run_schedule`) lives in a small module generated from the table
-into a file, so that Numba can cache it (see `_generate`).
+(`TABLE.kernels`: `execute`, and `run_schedule`, its one jitted entry point) lives in a small
+module generated from the table into a file, so that Numba can cache it (see `_generate`).
 """
 import hashlib
 import importlib.util
@@ -216,7 +216,7 @@ class Table:
             with self._lock:
                 if self._kernels is None:
                     self._kernels = _load(_generate(self.entries))
-                    announce_compile(self._kernels.execute, "kernels")   # every run needs it
+                    announce_compile(self._kernels.run_schedule, "kernels")   # every run needs it
                 kernels = self._kernels
         return kernels
 
@@ -297,13 +297,14 @@ def _generate(entries):
     same = [e for e in chain if e.opcode not in mixed]
     lines += ["    return np.float32(0.0)"]
     # one dispatcher per pair of types calls each instruction's loops (their own functions: with
-    # every loop inlined in one function, a row cost ~30 ns more)
+    # every loop inlined in one function, a row cost ~30 ns more); the dispatchers themselves are
+    # inlined where they are called (as functions, each held one more copy of the loops' code)
     for name, args, entries in (
             ("flat_f32", "f32, cores, d, a, b, s, n", same),
             ("flat_half", "u16, cores, d, a, b, s, n, sat", same),
             ("flat_mixed", "f32, u16, cores, dt, d, a, s, n, sat",
              [e for e in chain if e.opcode in mixed])):
-        lines += ["", "", "@njit", f"def {name}_of(op, {args}):"]
+        lines += ["", "", "@njit(inline=\"always\")", f"def {name}_of(op, {args}):"]
         lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
                   f"        {name}_{e.opcode}({args})" for k, e in enumerate(entries)]
         if not entries:

@@ -1,12 +1,14 @@
 """The source of every table's executor: the contiguous loops of each element-wise instruction,
-the element-wise walk, the reduction, Brcb and DataCopy kernels, `execute_cores` and `execute`.
+the element-wise walk, the reduction, Brcb and DataCopy kernels, `execute_cores`, `run_schedule`
+and `execute`.
 
 `table.py` generates a module from this file: the section "per lane" once for each element-wise
 instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's
 lane function, and the loops get names of their own), and "per mixed lane" for those whose source
 and destination types differ; then `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_mixed_of`,
-which dispatch on the opcode to each instruction's loops (functions of their own: inlined into
-one function, they cost ~30 ns a row more); then the section "executor" as it is. The loops call
+which dispatch on the opcode to each instruction's loops (the loops are functions of their own:
+inlined into one function, they cost ~30 ns a row more; the dispatchers are inlined where they
+are called); then the section "executor" as it is. The loops call
 their lane by a global name, so they inline the lane's arithmetic and vectorise, and every
 function of the generated module is an ordinary module-level function that Numba caches on disk.
 (Passing a jitted function to another as an argument would make neither cacheable; closures made
@@ -19,12 +21,20 @@ compiled into it), so its disk cache is never stale.
 next row (a core's bytes change in the order they would alone; cores of one phase of a
 multi-core kernel never read what another writes). The kernels loop over the cores inside, so
 a short row's fixed cost (~15 ns, the work of ~300 lanes) is paid once for all of them:
-lngb.runtime.schedule chooses when. `execute` is the one-core case. It takes its fields from the
-program as plain integers and hands the kernels plain arguments: a row view, or an array made or
-passed per row (a slice of the block, an argument of a function not inlined), costs reference
-counts (~10-20 ns a row), as much as a short row's work. An element-wise row's FLAT column, set
-at issue, says whether its contiguous loops run; rows with strided operands or partial masks,
-rare on hot paths, take one walk that calls `lane_of` per element.
+lngb.runtime.schedule chooses when. `execute_cores` takes its fields from the program as plain
+integers and hands the kernels plain arguments: a row view, or an array made or passed per row
+(a slice of the block, an argument of a function not inlined), costs reference counts (~10-20
+ns a row), as much as a short row's work. An element-wise row's FLAT column, set at issue, says
+whether its contiguous loops run; rows with strided operands or partial masks, rare on hot
+paths, take one walk that calls `lane_of` per element.
+
+`run_schedule` runs a sequence of programs (the steps of a multi-core schedule) and is the one
+jitted entry point; `execute` is its one-step, one-core case, a plain function. Numba compiles
+each entry point with its own copy of all the code it calls, and each jitted function that calls
+others holds one more copy: with `execute` and `execute_cores` jitted functions of their own
+and the dispatchers too, a first compile (emulate and the operator, cold cache) took 73 s on a
+2-core AMD EPYC VM; with one entry point and `execute_cores` and the dispatchers inlined (Numba
+IR inlining), 41 s.
 
 As a module, this file is the executor of a table whose only element-wise instruction is Add.
 """
@@ -327,21 +337,33 @@ def fetch_ahead(ahead):
         start += end - j
 
 
-@njit
 def execute(ub, gms, program):
     """Run instruction rows in order on one core: its UB and the GM_SLOTS GM buffers (uint8
-    arrays)."""
-    execute_cores(ub.reshape((1, ub.shape[0])), gms, np.zeros((1, GM_SLOTS), np.int64), program)
+    arrays). run_schedule with one step and nothing to prefetch (a plain function: see the
+    module's docstring)."""
+    run_schedule(ub[None], *gms, program, EVERY_ROW, NO_POINTS, ONE_STEP_POINTS, ONE_STEP,
+                 ONE_CORE_BASES)
 
 
-@njit
-def execute_cores(ubs, gms, bases, program, ahead=None):
+# run_schedule's arguments for one step: program 0 is rows[0:2**62], i.e. every row (a slice
+# stops at the end), with no prefetch points, on one core whose GM buffers start at byte 0
+EVERY_ROW = np.array([0, 2 ** 62], np.int64)
+NO_POINTS = np.zeros((0, 2), np.int64)
+ONE_STEP_POINTS = np.zeros(2, np.int64)
+ONE_STEP = np.zeros(1, np.int64)
+ONE_CORE_BASES = np.zeros((1, 1, GM_SLOTS), np.int64)
+
+
+@njit(inline="always")
+def execute_cores(ubs, gms, bases, program, ahead):
     """Run instruction rows in order on every core of ubs ([cores, bytes]) in lock step: each
     row on every core, then the next row (each core's own bytes in the same order as alone; the
     row's decoding and dispatch are paid once for all). Core c's GM buffer of slot k is gms[k]
-    from byte bases[c, k]. With `ahead` (run_schedule), prefetch the next step's GM lines on the
+    from byte bases[c, k]. Prefetch the next step's GM lines (`ahead`, run_schedule's) on the
     way."""
     cores = ubs.shape[0]
+    points, next_bases, cursor = ahead[1], ahead[2], ahead[3]
+    prefetches = points.shape[0] * next_bases.shape[0]
     f32 = ubs.view(np.float32)
     u16 = ubs.view(np.uint16)
     u64 = ubs.view(np.uint64)
@@ -407,7 +429,7 @@ def execute_cores(ubs, gms, bases, program, ahead=None):
             continue
         else:
             continue  # events do no work to hide a prefetch burst behind
-        if ahead is not None:
+        if cursor[0] < prefetches:   # a call passes its arrays' reference counts: only if due
             fetch_ahead(ahead)
 
 
