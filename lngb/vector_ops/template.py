@@ -2,19 +2,21 @@
 the element-wise walk, the reduction, Brcb and DataCopy kernels, `execute_cores`, `run_schedule`
 and `execute`.
 
-`table.py` generates a module from this file: the section "per lane" once for each element-wise
-instruction, with LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's
-lane function, and the loops get names of their own), and "per mixed lane" for those whose source
-and destination types differ; then `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_mixed_of`,
-which dispatch on the opcode to each instruction's loops (the loops are functions of their own:
-inlined into one function, they cost ~30 ns a row more; the dispatchers are inlined where they
-are called); then the section "executor" as it is. The loops call
-their lane by a global name, so they inline the lane's arithmetic and vectorise, and every
-function of the generated module is an ordinary module-level function that Numba caches on disk.
-(Passing a jitted function to another as an argument would make neither cacheable; closures made
-by a factory share one qualified name, so their cached machine code can bind the wrong lane.) The
-module's name hashes the sources of every file its code comes from (the helpers it calls are
-compiled into it), so its disk cache is never stale.
+`table.py` generates modules from this file: for each element-wise instruction, one with the
+section "per lane" (or "per mixed lane", for those whose source and destination types differ),
+LANE replaced by its opcode (so `lane_LANE` becomes `lane_12`, the instruction's lane function,
+and the loops get names of their own); then the executor module, which imports those loops and
+holds `lane_of`, `flat_f32_of`, `flat_half_of` and `flat_mixed_of`, dispatching on the opcode to
+each instruction's loops (the loops are functions of their own: inlined into one function, they
+cost ~30 ns a row more; the dispatchers are inlined where they are called), and the section
+"executor" as it is. The loops call their lane by a global name, so they inline the lane's
+arithmetic and vectorise, and every function of the generated modules is an ordinary
+module-level function that Numba caches on disk; a table with one instruction more compiles
+that instruction's loops and the executor, and loads the others' from the cache. (Passing a
+jitted function to another as an argument would make neither cacheable; closures made by a
+factory share one qualified name, so their cached machine code can bind the wrong lane.) A
+module's name hashes its source, which carries a fingerprint of every file its code comes from
+(the helpers it calls are compiled into it), so its disk cache is never stale.
 
 `execute_cores` runs a program on several cores in lock step: their UBs are the rows of one
 [cores, bytes] block, and each row, decoded and dispatched once, runs on every core before the
