@@ -19,7 +19,7 @@ from .kernels.sample import LayerNormGradSampleKernel, padded
 from .kernels.tiling import (GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo,
                              layer_norm_grad_tmp_bytes)
 from .runtime import recording
-from .runtime.cache import Cache, exact, plain_key
+from .runtime.cache import SETUP_BYTES, Cache, exact, plain_key
 from .tensor import gm_bytes
 
 PLANS = Cache("layer-norm-grad tilings")
@@ -156,7 +156,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     plan = PLANS.get(key)
     if plan is None:
         plan = PLANS.put(key, choose_temp_bytes(shape, dtype, core.product, reuse,
-                                                stack_buffer_size), 2048)
+                                                stack_buffer_size), SETUP_BYTES)
     tmp_bytes, tiling = plan
     at = LayerNormGradSampleKernel.layout(shape, dtype)
     params, outputs = _slots(arrays, at)
@@ -169,7 +169,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     if core.sanitizer is not None:
         core.sanitizer.finish(core.flags)
     if warm is not None and core.last_program is not None:
-        SETUPS.put(warm, (core.config, tiling, program_key, at), 2048)
+        SETUPS.put(warm, (core.config, tiling, program_key, at), SETUP_BYTES)
     rows = (core.last_program.rows if core.last_program is not None
             else np.array([record.row for record in core.trace]))
     return LayerNormGradResult(*_results(outputs, shape, dtype, at), tiling, core,

@@ -19,7 +19,7 @@ from .products import PRODUCTS, get_product
 from .progress import progress_bar
 from .runtime import recording, schedule
 from .runtime.recording import read_only
-from .runtime.cache import Cache, plain_key
+from .runtime.cache import SETUP_BYTES, Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
 
@@ -204,7 +204,7 @@ def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse
                              recording.program_key(core, kernel_key), is_reuse_source,
                              reuse_buffer)
         if key is not None:
-            EMULATE_SETUPS.put(key, setup, 2048)
+            EMULATE_SETUPS.put(key, setup, SETUP_BYTES)
     return setup
 
 

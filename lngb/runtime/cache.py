@@ -192,6 +192,9 @@ def cache_info():
     return {**STORE.info(), "limit": STORE.limit}
 
 
+SETUP_BYTES = 2048   # what a cached configuration (a tiling, keys, a core's config) counts
+
+
 class Cache:
     """One named cache in the shared store."""
 
