@@ -8,7 +8,7 @@ from .arguments import FLOAT_DTYPES, check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
 from .host import (EmulationResult, OperatorResult, check_threads, core_progress,
-                   in_place_bytes, replay_warm)
+                   in_place_bytes, replay_fresh)
 from .kernels.backward import (OUTPUT, SLOT_NAMES, WORKSPACE, API, LayerNormBackwardKernel,
                                backward_tiling)
 from .observers.gm_check import check_gm
@@ -203,7 +203,7 @@ def _setup_key(arrays, epsilon, *plain):
     if (key is None or type(epsilon) not in EPSILON_TYPES
             or any(type(a) is not np.ndarray for a in arrays)):
         return None
-    return key + (exact(epsilon), arrays[0].dtype.str, *(a.shape for a in arrays))
+    return key + (exact(epsilon), arrays[0].dtype, *(a.shape for a in arrays))
 
 
 def _replay_warm(arrays, key):
@@ -218,11 +218,12 @@ def _replay_warm(arrays, key):
         return None
     config, tiling, program_key, at = setup   # the layout too: a warm call works out nothing
     params, outputs = _slots(arrays, at)
-    core = replay_warm(config, program_key, (*data, params, outputs))
-    if core is None:
+    replayed = replay_fresh(config, program_key, (*data, params, outputs))
+    if replayed is None:
         return None
+    core, program = replayed
     return LayerNormGradResult(*_results(outputs, arrays[0].shape, dtype, at), tiling, core, None,
-                               core.last_program.rows)
+                               program.view)
 
 
 # --- the multi-core operator -------------------------------------------------------------------

@@ -351,6 +351,16 @@ class AICore:
         self.seq += count
         self.set_state(state)
 
+    @classmethod
+    def replayed(cls, config, ub, program):
+        """A fresh core of `config` on `ub`, where the executor has run `program` outside any
+        core (lngb.host's warm calls make a core only when asked for one): the program's rows
+        retired, its end state the core's."""
+        core = cls(_config=config, _ub=ub)
+        core.retired_in_bulk(len(program.rows), program.end_state)
+        core.last_program = program
+        return core
+
     def _gm_slot(self, data):
         for slot, bound in enumerate(self.gms):
             if bound is data:

@@ -3,11 +3,12 @@ multi-core operator over GM on fresh cores. Both read the caller's arrays in pla
 never write them; outputs are new arrays."""
 import copy
 import os
+from functools import partial
 
 import numpy as np
 
 from .arguments import FLOAT_DTYPES, check_choice, is_int
-from .core import AICore, resolve_mode
+from .core import MODE_OBSERVERS, AICore, resolve_mode
 from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag, warn
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import check_h, operator_tiling, round32
@@ -15,13 +16,14 @@ from .kernels.sample import SampleKernel
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
 from .observers.cost import CostModel, operator_cost
 from .observers.gm_check import check_gm
-from .products import PRODUCTS, get_product
+from .products import PRODUCTS, core_bytes, get_product
 from .progress import progress_bar
 from .runtime import recording, schedule
 from .runtime.recording import read_only
 from .runtime.cache import SETUP_BYTES, Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
+from .vector_ops.table import TABLE
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
 EMULATE_SETUPS = Cache("emulate setups")
@@ -32,11 +34,20 @@ class EmulationResult:
     trace=True), the executed instruction stream and its modelled device cost."""
 
     def __init__(self, pd_gamma, pd_beta, tiling, core, trace, rows):
-        self.pd_gamma, self.pd_beta, self.core, self.trace = pd_gamma, pd_beta, core, trace
-        self.rows = read_only(rows)  # every instruction and event, in issue order
+        # core: the AICore, or a function making it when first asked for (replay_fresh)
+        self.pd_gamma, self.pd_beta, self._core, self.trace = pd_gamma, pd_beta, core, trace
+        # every instruction and event, in issue order
+        self.rows = rows if not rows.flags.writeable else read_only(rows)
         self._tiling = tiling
         self._tiling_copy = None
         self._cost = None
+
+    @property
+    def core(self):
+        """The core the kernel ran on."""
+        if not isinstance(self._core, AICore):
+            self._core = self._core()
+        return self._core
 
     @property
     def cost(self):
@@ -182,7 +193,8 @@ def _setup_key(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buf
     """The EMULATE_SETUPS key of these arguments (shape and dtype from checked inputs), or None
     when an argument is not a plain value (the call is then checked uncached)."""
     key = plain_key(product, mode, sat_mode, is_reuse_source, reuse_buffer, stack_buffer_size)
-    return None if key is None else key + (shape, dtype.str)
+    # an array's dtype is its own exact key (equal dtypes compute alike; its .str took 0.5 µs)
+    return None if key is None else key + (shape, dtype)
 
 
 def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse_buffer,
@@ -244,22 +256,24 @@ def in_place_bytes(*arrays):
     return views
 
 
-def replay_warm(config, key, gms):
-    """A fresh fast core of `config` that has replayed the program recorded under `key`
-    (recording.program_key) on `gms`, raising the program's warnings as run_program does; None
-    when no such program is cached. For a call whose checks an earlier call of the same
-    configuration passed: nothing is checked, built or recorded again. It rests on fresh fast
-    cores having no observers (none to finish, none needing every instruction)."""
+def replay_fresh(config, key, gms):
+    """What a fresh fast core of `config` gives by replaying the program recorded under `key`
+    (recording.program_key) on `gms`, without the core: (a function making that core,
+    AICore.replayed, for a result to call when its `core` is first asked for; the program). The
+    program's warnings are raised as run_program raises them. None when no such program is
+    cached, or when fresh cores of this mode have observers (they need a core to watch). For a
+    call whose checks an earlier call of the same configuration passed: nothing is checked,
+    built or recorded again, and no core is made (that and its replay bookkeeping were a fifth
+    of a warm call: bench/README.md)."""
     program = recording.PROGRAMS.get(key)
-    if program is None:
-        return None
-    core = AICore(_config=config)
-    if not core.replays:   # an observer of fast-mode cores that needs every instruction
+    product, mode = config[:2]
+    if program is None or MODE_OBSERVERS[mode]:
         return None
     for message in program.warnings:
         warn(message)
-    core.replay(program, gms)
-    return core
+    ub = np.zeros(core_bytes(product.ub_size), np.uint8)
+    TABLE.kernels.execute(ub, gms, program.rows)
+    return partial(AICore.replayed, config, ub, program), program
 
 
 def _replay_warm(input_dy, res_for_gamma, setup_key):
@@ -275,10 +289,11 @@ def _replay_warm(input_dy, res_for_gamma, setup_key):
     if inputs is None:
         return None
     pd_gamma, pd_beta, outputs = _outputs(input_dy.shape[2], input_dy.dtype)
-    core = replay_warm(setup.config, setup.key, (*inputs, *outputs))
-    if core is None:
+    replayed = replay_fresh(setup.config, setup.key, (*inputs, *outputs))
+    if replayed is None:
         return None
-    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, core.last_program.rows)
+    core, program = replayed
+    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, program.view)
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,
@@ -393,7 +408,7 @@ class OperatorResult(EmulationResult):
 
     def __init__(self, pd_gamma, pd_beta, tiling, cores, plan, trace):
         self.pd_gamma, self.pd_beta, self._tiling, self._tiling_copy = pd_gamma, pd_beta, tiling, None
-        self.cores, self.core, self.trace = cores, cores[0], trace
+        self.cores, self._core, self.trace = cores, cores[0], trace
         self.plan, self._cost = plan, None
 
     def core_rows(self, c):

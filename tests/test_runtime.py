@@ -527,7 +527,37 @@ def test_a_warm_emulate_gives_the_bits_state_and_warnings_of_an_observed_run(dty
             assert np.array_equal(fast.rows, oracle.rows)
             assert fast.tiling.to_bytes() == oracle.tiling.to_bytes()
             assert fast.core.mode == "fast" and fast.trace is None
+            assert fast.core is fast.core   # made once, on first access
     assert np.array_equal(dy, dy_before, equal_nan=True) and np.array_equal(rfg, rfg_before)
+
+
+def test_a_warm_call_makes_its_core_when_asked_and_observers_of_fast_cores_see_it(monkeypatch):
+    """A warm call runs the executor before any core exists and makes the result's core on
+    first access; an observer that every fast core gets (core.MODE_OBSERVERS) needs a core to
+    watch, so with one registered the general path runs and the observer sees the program."""
+    from lngb import core as core_module
+    x = np.arange(2 * 8 * 64, dtype=np.float32).reshape(2, 8, 64) % 13
+    first = lngb.emulate(x, x)
+    warm = lngb.emulate(x, x)
+    assert not isinstance(warm._core, lngb.AICore)   # not made yet
+    assert warm.core.seq == first.core.seq and isinstance(warm._core, lngb.AICore)
+    seen = []
+
+    class Watcher:
+        replays = True
+
+        def __init__(self, core):
+            pass
+
+        def check_program(self, program):
+            seen.append(len(program.rows))
+
+        def retire_program(self, program):
+            seen.append("retired")
+    monkeypatch.setitem(core_module.MODE_OBSERVERS, "fast", (Watcher,))
+    watched = lngb.emulate(x, x)
+    assert seen == [len(first.rows), "retired"] and isinstance(watched._core, lngb.AICore)
+    assert np.array_equal(watched.pd_gamma, first.pd_gamma)
 
 
 def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):

@@ -7,6 +7,7 @@ later call with the same key and core state.
 """
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,11 @@ class Program:
     @property
     def nbytes(self):
         return self.rows.nbytes + RECORD_BYTES * len(self.records) + 1024
+
+    @cached_property
+    def view(self):
+        """A read-only view of its rows, for results to share (read_only)."""
+        return read_only(self.rows)
 
 
 class Recorder:
