@@ -1,6 +1,7 @@
 """The runtime: the instruction table, the one retire point and its hooks, value-exact cache
 keys, the byte-bounded caches, threads, and the layering of the package."""
 import ast
+import os
 import pathlib
 import subprocess
 import sys
@@ -933,3 +934,17 @@ def test_separate_cores_on_separate_threads_do_not_interfere():
     for t in threads:
         t.join()
     assert all(np.array_equal(g.pd_gamma, w) for g, w in zip(got, want))
+
+
+def test_the_environment_is_read_as_os_environ_reads_it(monkeypatch):
+    """core.environment (the default mode's read of $LNGB_MODE on every call) gives what
+    os.environ.get gives: set, unset, changed, non-ASCII, and with os.environ replaced."""
+    from lngb.core import environment
+    for name in ("LNGB_MODE", "LNGB_TEST_\u00e9", "HOME"):
+        assert environment(name) == os.environ.get(name)
+        monkeypatch.setenv(name, "observed \u00e9")
+        assert environment(name) == "observed \u00e9"
+        monkeypatch.delenv(name)
+        assert environment(name) is None
+    monkeypatch.setattr(os, "environ", {"LNGB_MODE": "checked"})
+    assert environment("LNGB_MODE") == "checked" and lngb.AICore().mode == "checked"
