@@ -14,17 +14,30 @@ from test_bench import COLD_START, warm_caches  # noqa: E402
 
 
 def median_us(func, repeat=15):
-    func()
-    number = max(1, int(0.02 / max(timeit.timeit(func, number=1), 1e-7)))
-    runs = sorted(timeit.repeat(func, number=number, repeat=repeat))
-    return runs[len(runs) // 2] / number * 1e6
+    return medians_us(func, repeat=repeat)[0]
+
+
+def medians_us(*funcs, repeat=15):
+    """Each function's median time a call (µs), over `repeat` rounds of ~20 ms each, the
+    functions' rounds alternating: the host's speed drifts by up to 2x within minutes
+    (bench/README.md), and alternating puts the drift on every function alike, where timing one
+    function's rounds and then the other's put it on their ratio."""
+    numbers = []
+    for func in funcs:
+        func()
+        numbers.append(max(1, int(0.02 / max(timeit.timeit(func, number=1), 1e-7))))
+    runs = [[] for _ in funcs]
+    for _ in range(repeat):
+        for func, number, times in zip(funcs, numbers, runs):
+            times.append(timeit.timeit(func, number=number) / number * 1e6)
+    return [sorted(times)[repeat // 2] for times in runs]
 
 
 def main():
     print(f"{'case':42} {'emulator us':>12} {'numpy us':>10} {'ratio':>7}")
     for name, make in CASES.items():
         emulator, golden = make()
-        e, g = median_us(emulator), median_us(golden)
+        e, g = medians_us(emulator, golden)
         print(f"{name:42} {e:12.1f} {g:10.1f} {e / g:7.2f}")
     warm_caches()
     times = []
@@ -52,11 +65,11 @@ def main():
     if case is None:
         print("torch not installed: no torch comparison (pip install torch==2.13.0)")
     else:
-        e, t = median_us(case[0], repeat=7), median_us(case[1], repeat=7)
+        e, t = medians_us(*case, repeat=7)
         print(f"{'operator [8,1024,4096] float vs torch':42} {e:12.1f} {t:10.1f} {e / t:7.2f}"
               "  (torch native_layer_norm_backward, 2 threads)")
         emulator, native = torch_backward_case()
-        e, t = median_us(emulator, repeat=5), median_us(native, repeat=5)
+        e, t = medians_us(emulator, native, repeat=5)
         print(f"{'backward [8,1024,4096] float vs torch':42} {e:12.1f} {t:10.1f} {e / t:7.2f}"
               "  (all three outputs; the emulator on atlas-350)")
 

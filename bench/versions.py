@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from cases import CASES  # noqa: E402
-from ratios import median_us  # noqa: E402
+from ratios import medians_us  # noqa: E402
 
 import lngb  # noqa: E402
 
@@ -29,7 +29,7 @@ def main(names):
         except Exception as error:   # noqa: BLE001 - an older lngb lacks the API
             print(f"{name:48} cannot run: {type(error).__name__}: {error}")
             continue
-        e, g = median_us(emulator), median_us(golden)
+        e, g = medians_us(emulator, golden)
         print(f"{name:48} {e:12.1f} {g:12.1f} {e / g:7.2f}", flush=True)
 
 
