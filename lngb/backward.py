@@ -221,9 +221,9 @@ def _replay_warm(arrays, key):
     replayed = replay_fresh(config, program_key, (*data, params, outputs))
     if replayed is None:
         return None
-    core, program = replayed
-    return LayerNormGradResult(*_results(outputs, arrays[0].shape, dtype, at), tiling, core, None,
-                               program.view)
+    make_core, program = replayed
+    return LayerNormGradResult(*_results(outputs, arrays[0].shape, dtype, at), tiling, make_core,
+                               None, program.view)
 
 
 # --- the multi-core operator -------------------------------------------------------------------

@@ -41,16 +41,19 @@ def environment(name):
     µs, a tenth of a warm call's Python): CPython's os.environ keeps the encoded names in a dict
     of its own, `_data`, read here directly when there is one."""
     environ = os.environ
-    data, key = getattr(environ, "_data", None), _ENCODED_NAMES.get(name)
-    if type(data) is not dict or not hasattr(environ, "encodekey"):
+    if environ is not _ENVIRON:   # replaced (a test's dict, a subclass): its own get
         return environ.get(name)
+    key = _ENCODED_NAMES.get(name)
     if key is None:
         key = _ENCODED_NAMES[name] = environ.encodekey(name)
-    value = data.get(key)
+    value = _ENVIRON_DATA.get(key)
     return None if value is None else environ.decodevalue(value)
 
 
-_ENCODED_NAMES = {}   # name -> os.environ.encodekey(name) (the same for a process's life)
+# os.environ as the process started, when it is CPython's, with its dict of encoded names
+_ENVIRON = os.environ if type(getattr(os.environ, "_data", None)) is dict else None
+_ENVIRON_DATA = getattr(_ENVIRON, "_data", None)
+_ENCODED_NAMES = {}   # name -> _ENVIRON.encodekey(name)
 
 
 def default_mode():
@@ -141,8 +144,9 @@ class AICore:
         return core_bytes(get_product(product).ub_size)
 
     def __init__(self, product="atlas-a2", mode=None, *, sat_mode=None, reserved_bytes=None,
-                 div_sqrt="ieee", _ub=None, _config=None):
-        # _config: `core.config` of a core made with the same arguments (lngb.host caches it)
+                 div_sqrt="ieee", _ub=None, _config=None, _observers=None):
+        # _config: `core.config` of a core made with the same arguments (lngb.host caches it);
+        # _observers: factories to attach instead of the mode's (MODE_OBSERVERS)
         self.config = _config or checked_config(product, resolve_mode("AICore", mode), sat_mode,
                                                 reserved_bytes, div_sqrt)
         self.product, self.mode, self.sat_mode, self.div_sqrt, self.reserved_bytes = self.config
@@ -165,7 +169,7 @@ class AICore:
         self._observers = []
         self._checks, self._retires = [], []
         self.memoises = mode == "fast"  # runtime.memo may reissue validated rows
-        for factory in MODE_OBSERVERS[mode]:
+        for factory in MODE_OBSERVERS[mode] if _observers is None else _observers:
             self.attach(factory(self))
 
     def __repr__(self):
@@ -372,8 +376,9 @@ class AICore:
     def replayed(cls, config, ub, program):
         """A fresh core of `config` on `ub`, where the executor has run `program` outside any
         core (lngb.host's warm calls make a core only when asked for one): the program's rows
-        retired, its end state the core's."""
-        core = cls(_config=config, _ub=ub)
+        retired, its end state the core's. It has no observers, as the run had none (one
+        registered for the mode since would not have seen the program)."""
+        core = cls(_config=config, _ub=ub, _observers=())
         core.retired_in_bulk(len(program.rows), program.end_state)
         core.last_program = program
         return core

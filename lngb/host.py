@@ -3,6 +3,7 @@ multi-core operator over GM on fresh cores. Both read the caller's arrays in pla
 never write them; outputs are new arrays."""
 import copy
 import os
+import threading
 from functools import partial
 
 import numpy as np
@@ -27,6 +28,7 @@ from .vector_ops.table import TABLE
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
 EMULATE_SETUPS = Cache("emulate setups")
+_MAKING_CORES = threading.Lock()   # EmulationResult.core's first access
 
 
 class EmulationResult:
@@ -46,8 +48,14 @@ class EmulationResult:
     def core(self):
         """The core the kernel ran on."""
         if not isinstance(self._core, AICore):
-            self._core = self._core()
+            with _MAKING_CORES:   # two threads asking first get the same core
+                if not isinstance(self._core, AICore):
+                    self._core = self._core()
         return self._core
+
+    @core.setter
+    def core(self, core):
+        self._core = core
 
     @property
     def cost(self):
@@ -292,8 +300,8 @@ def _replay_warm(input_dy, res_for_gamma, setup_key):
     replayed = replay_fresh(setup.config, setup.key, (*inputs, *outputs))
     if replayed is None:
         return None
-    core, program = replayed
-    return EmulationResult(pd_gamma, pd_beta, setup.tiling, core, None, program.view)
+    make_core, program = replayed
+    return EmulationResult(pd_gamma, pd_beta, setup.tiling, make_core, None, program.view)
 
 
 def emulate(input_dy, res_for_gamma, *, product="atlas-a2", is_reuse_source=False,

@@ -538,8 +538,9 @@ def test_a_warm_call_makes_its_core_when_asked_and_observers_of_fast_cores_see_i
     watch, so with one registered the general path runs and the observer sees the program."""
     from lngb import core as core_module
     x = np.arange(2 * 8 * 64, dtype=np.float32).reshape(2, 8, 64) % 13
-    first = lngb.emulate(x, x)
-    warm = lngb.emulate(x, x)
+    first = lngb.emulate(x, x, mode="fast")
+    warm = lngb.emulate(x, x, mode="fast")
+    later = lngb.emulate(x, x, mode="fast")
     assert not isinstance(warm._core, lngb.AICore)   # not made yet
     assert warm.core.seq == first.core.seq and isinstance(warm._core, lngb.AICore)
     seen = []
@@ -556,7 +557,9 @@ def test_a_warm_call_makes_its_core_when_asked_and_observers_of_fast_cores_see_i
         def retire_program(self, program):
             seen.append("retired")
     monkeypatch.setitem(core_module.MODE_OBSERVERS, "fast", (Watcher,))
-    watched = lngb.emulate(x, x)
+    assert later.core.replays and later.core.observer("sanitizer") is None
+    assert later.core._observers == []   # registered after the run: it watched nothing
+    watched = lngb.emulate(x, x, mode="fast")
     assert seen == [len(first.rows), "retired"] and isinstance(watched._core, lngb.AICore)
     assert np.array_equal(watched.pd_gamma, first.pd_gamma)
 
@@ -948,3 +951,9 @@ def test_the_environment_is_read_as_os_environ_reads_it(monkeypatch):
         assert environment(name) is None
     monkeypatch.setattr(os, "environ", {"LNGB_MODE": "checked"})
     assert environment("LNGB_MODE") == "checked" and lngb.AICore().mode == "checked"
+
+    class Overridden(dict):
+        def get(self, name, default=None):
+            return "observed"
+    monkeypatch.setattr(os, "environ", Overridden())
+    assert environment("LNGB_MODE") == "observed"
