@@ -303,8 +303,8 @@ def _generate(entries):
         loops = [f"flat_mixed_{op}"] if op in mixed else [f"flat_f32_{op}", f"flat_half_{op}"]
         imported.append(f"from {_module_name(module)} import {', '.join([f'lane_{op}', *loops])}"
                         f"  # {e.name}")
-    lines = [*header, "", f"# the sources of the executor: {hashlib.sha1(b''.join(sources)).hexdigest()}",
-             *imported, "", ""]
+    executor_fingerprint = hashlib.sha1(b"".join(sources)).hexdigest()
+    lines = [*header, "", f"# the sources of the executor: {executor_fingerprint}", *imported, "", ""]
     lines += ["# --- dispatch", "", "@njit", "def lane_of(op, a, b, s):"]
     lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
               f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
