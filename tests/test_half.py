@@ -12,6 +12,7 @@ from llvmlite import binding as llvm
 
 from lngb._jit import HARDWARE_HALF, host_converts_half
 from lngb.errors import InvalidArgumentError
+from lngb.vector_ops import half
 from lngb.vector_ops.half import (float_array_to_half, float_to_half, half_array_to_float,
                                   half_to_float, narrow_array_rint, narrow_rint,
                                   narrow_rint_bits, narrow_rint_hardware, widen, widen_array,
@@ -228,8 +229,15 @@ def test_half_to_float_all_patterns():
 
 
 # the kernels' conversions (half.widen, half.narrow_rint) are one of two implementations, by
-# the host (HARDWARE_HALF): both must give the same bits; the array loops run the host's
-IMPLEMENTATIONS = ["bits"] + (["hardware"] if HARDWARE_HALF else [])
+# the host (HARDWARE_HALF): both must give the same bits; the array loops run the host's. In pure
+# Python (NUMBA_DISABLE_JIT) the kernels take a table and numpy's conversion instead, the same bits.
+IMPLEMENTATIONS = ["bits"] + (["hardware"] if HARDWARE_HALF else []) + (["python"] if NO_JIT else [])
+
+
+KERNEL_WIDENING = {"bits": widen_bits, "hardware": widen_hardware,
+                   "python": getattr(half, "widen_python", None)}
+KERNEL_NARROWING = {"bits": narrow_rint_bits, "hardware": narrow_rint_hardware,
+                    "python": getattr(half, "narrow_rint_python", None)}
 
 
 @numba.njit
@@ -258,8 +266,11 @@ def test_the_kernels_convert_half_in_hardware_where_the_cpu_can(monkeypatch):
         assert not host_converts_half()
         monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+f16c")
         assert host_converts_half()
-    assert (widen, narrow_rint) == ((widen_hardware, narrow_rint_hardware) if HARDWARE_HALF
-                                    else (widen_bits, narrow_rint_bits))
+    if NO_JIT:
+        assert (widen, narrow_rint) == (half.widen_python, half.narrow_rint_python)
+    else:
+        assert (widen, narrow_rint) == ((widen_hardware, narrow_rint_hardware) if HARDWARE_HALF
+                                        else (widen_bits, narrow_rint_bits))
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
@@ -267,8 +278,7 @@ def test_the_branch_free_widening_of_the_kernels_all_patterns(implementation):
     """widen (the kernels' half loads, and Cast half -> float) gives numpy's bits for every
     pattern, NaN payloads included."""
     out = np.empty(65536, np.float32)
-    widen_with({"bits": widen_bits, "hardware": widen_hardware}[implementation], out,
-               ALL_HALF_BITS)
+    widen_with(KERNEL_WIDENING[implementation], out, ALL_HALF_BITS)
     assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
     widen_array(out, ALL_HALF_BITS)
     assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
@@ -282,8 +292,7 @@ def test_the_branch_free_narrowing_of_the_kernels(name, saturate, implementation
     bits for every input of every set."""
     x = SETS[name]
     out = np.empty(x.size, np.uint16)
-    narrow_with({"bits": narrow_rint_bits, "hardware": narrow_rint_hardware}[implementation],
-                out, x, saturate)
+    narrow_with(KERNEL_NARROWING[implementation], out, x, saturate)
     assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
     narrow_array_rint(out, x, saturate)
     assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
