@@ -71,8 +71,12 @@ def flat_f32_LANE(f32, cores, d, a, b, s, n):
     are dst's own bytes, which its lane ignores, so their loads vanish: a unary instruction in
     place (d == a == b) takes the d == a loop, which then reads dst alone (taking the d == b
     loop, it read av and wrote dv, two slices of the same bytes, and LLVM's overlap check ran
-    it lane by lane: 42 against 9 ns a 64-lane Muls per core in lock step)."""
-    if d == a:
+    it lane by lane: 42 against 9 ns a 64-lane Muls per core in lock step). One lane (the
+    950's per-row scalars) is read and written in place: no slices, no vector loop to enter."""
+    if n == 1:
+        for c in range(cores[0], cores[1]):
+            f32[c, d] = lane_LANE(f32[c, a], f32[c, b], s)
+    elif d == a:
         for c in range(cores[0], cores[1]):
             dv, bv = f32[c, d:d + n], f32[c, b:b + n]
             for i in range(n):
