@@ -199,26 +199,36 @@ def narrow_rint_hardware(x, saturate):
 widen = widen_hardware if HARDWARE_HALF else widen_bits
 narrow_rint = narrow_rint_hardware if HARDWARE_HALF else narrow_rint_bits
 
+# Pure Python (NUMBA_DISABLE_JIT) takes these instead: the integer arithmetic costs about 10 µs a
+# lane there (a sixth of the test suite's time run that way). The same bits (tests/test_half.py:
+# widening on every pattern, narrowing on the test sets, in both modes).
+_BITS = np.arange(65536, dtype=np.uint32)
+_NAN_BITS = ((_BITS & 0x8000) << 16) | 0x7F800000 | ((_BITS & 0x3FF) << 13)   # payload kept
+WIDENED = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
+WIDENED = np.where(np.isnan(WIDENED), _NAN_BITS.view(np.float32), WIDENED)   # no quieting
+HALF_MAX = np.float32(65504)
+
+
+def widen_python(h):
+    return WIDENED[int(h) & 0xFFFF]
+
+
+def narrow_rint_python(x, saturate):
+    """Finite values below the largest half by numpy's conversion (round to nearest even,
+    subnormals included: no overflow, so `saturate` does not matter); the rest by the integer
+    arithmetic, as Python (a jitted call would take a signalling NaN through a double, quieting
+    it)."""
+    x = np.float32(x)
+    if np.abs(x) < HALF_MAX:
+        return np.float16(x).view(np.uint16)
+    with np.errstate(invalid="ignore", over="ignore"):   # NaN and inf arithmetic, as compiled
+        return NARROW_RINT_BITS_PYTHON(x, saturate)
+
+
+NARROW_RINT_BITS_PYTHON = getattr(narrow_rint_bits, "py_func", narrow_rint_bits)
+
+
 if numba.config.DISABLE_JIT:
-    # pure Python: the integer arithmetic costs about 10 µs a lane there (a sixth of the test
-    # suite's time run that way); these give the same bits (tests/test_half.py, every pattern)
-    WIDENED = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
-    for nan in np.flatnonzero(np.isnan(WIDENED)):   # numpy's cast may quiet signalling NaNs
-        WIDENED[nan] = widen_bits(nan)
-    HALF_MAX = np.float32(65504)
-
-    def widen_python(h):
-        return WIDENED[h]
-
-    def narrow_rint_python(x, saturate):
-        """Finite values below the largest half by numpy's conversion (round to nearest even,
-        subnormals included: no overflow, so `saturate` does not matter); the rest by the
-        integer arithmetic."""
-        x = np.float32(x)
-        if np.abs(x) < HALF_MAX:
-            return np.float16(x).view(np.uint16)
-        return narrow_rint_bits(x, saturate)
-
     widen, narrow_rint = widen_python, narrow_rint_python
 
 
