@@ -12,7 +12,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from cases import OPERATOR_SHAPE, THREADS, backward_inputs  # noqa: E402
-from operator_breakdown import only, phase1_seconds  # noqa: E402
+from operator_breakdown import interleaved_medians_ms, only  # noqa: E402
 
 from lngb.backward import prepare_backward  # noqa: E402
 from lngb.runtime import schedule  # noqa: E402
@@ -54,16 +54,10 @@ def main(repeat=5):
     variants = {"every row": (plan.rows, plan.starts, run.gms)}
     for name, rows in LEFT_OUT.items():
         variants[f"without {name}"] = (*only(plan, lambda p, rows=rows: ~rows(p)), run.gms)
-    times = {name: [] for name in variants}
-    for i in range(repeat + 1):
-        for name, args in variants.items():
-            seconds = phase1_seconds(run, plan, *args)
-            if i:  # the first round warms up
-                times[name].append(seconds)
     print(f"phase 1 of {list(OPERATOR_SHAPE)} float on the 950, {THREADS} threads, "
           f"median of {repeat}:")
-    for name, runs in times.items():
-        print(f"  {name:40} {np.median(runs) * 1e3:6.1f} ms")
+    for name, ms in interleaved_medians_ms(run, plan, variants, repeat).items():
+        print(f"  {name:40} {ms:6.1f} ms")
 
 
 if __name__ == "__main__":

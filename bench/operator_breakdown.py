@@ -53,15 +53,21 @@ def main(repeat=9):
         "all but those copies": (*only(plan, lambda p: ~copies_in(p)), run.gms, False),
         "every row, inputs hot": (plan.rows, plan.starts, [run.gms[0]] * len(run.gms)),
     }
+    print(f"phase 1 of {list(OPERATOR_SHAPE)} float, {THREADS} threads, median of {repeat}:")
+    for name, ms in interleaved_medians_ms(run, plan, variants, repeat).items():
+        print(f"  {name:24} {ms:6.1f} ms")
+
+
+def interleaved_medians_ms(run, plan, variants, repeat):
+    """Each variant's (phase1_seconds arguments) median phase-1 time in ms, over `repeat`
+    rounds that run every variant in turn, after one round of warming up."""
     times = {name: [] for name in variants}
     for i in range(repeat + 1):
         for name, args in variants.items():
             seconds = phase1_seconds(run, plan, *args)
-            if i:  # the first round warms up
+            if i:
                 times[name].append(seconds)
-    print(f"phase 1 of {list(OPERATOR_SHAPE)} float, {THREADS} threads, median of {repeat}:")
-    for name, runs in times.items():
-        print(f"  {name:24} {np.median(runs) * 1e3:6.1f} ms")
+    return {name: np.median(runs) * 1e3 for name, runs in times.items()}
 
 
 if __name__ == "__main__":
