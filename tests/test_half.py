@@ -281,10 +281,10 @@ def test_the_kernels_convert_half_in_hardware_where_the_cpu_can(monkeypatch):
 def test_the_branch_free_widening_of_the_kernels_all_patterns(implementation):
     """widen (the kernels' half loads, and Cast half -> float) gives numpy's bits for every
     pattern, NaN payloads included."""
-    out = np.empty(65536, np.float32)
     if in_python(implementation):
-        out[:] = [half.widen_python(h) for h in ALL_HALF_BITS]
+        out = np.array([half.widen_python(h) for h in ALL_HALF_BITS], np.float32)
     else:
+        out = np.empty(65536, np.float32)
         widen_with(KERNEL_WIDENING[implementation], out, ALL_HALF_BITS)
     assert np.array_equal(out.view(np.uint32), ALL_HALVES_F32.view(np.uint32))
     widen_array(out, ALL_HALF_BITS)
@@ -300,10 +300,9 @@ def test_the_branch_free_narrowing_of_the_kernels(name, saturate, implementation
     x = SETS[name]
     if in_python(implementation):   # a Python call a value: 1 in 13, as pure Python thins them
         x = x[::13]
-    out = np.empty(x.size, np.uint16)
-    if in_python(implementation):
-        out[:] = [half.narrow_rint_python(v, saturate) for v in x]
+        out = np.array([half.narrow_rint_python(v, saturate) for v in x], np.uint16)
     else:
+        out = np.empty(x.size, np.uint16)
         narrow_with(KERNEL_NARROWING[implementation], out, x, saturate)
     assert_bits_equal(x, out, float_array_to_half(x, R.CAST_RINT, saturate))
     narrow_array_rint(out, x, saturate)

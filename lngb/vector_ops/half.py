@@ -202,11 +202,18 @@ narrow_rint = narrow_rint_hardware if HARDWARE_HALF else narrow_rint_bits
 # Pure Python (NUMBA_DISABLE_JIT) takes these instead: the integer arithmetic costs about 10 µs a
 # lane there (a sixth of the test suite's time run that way). The same bits (tests/test_half.py:
 # widening on every pattern, narrowing on the test sets, in both modes).
-_BITS = np.arange(65536, dtype=np.uint32)
-_NAN_BITS = ((_BITS & 0x8000) << 16) | 0x7F800000 | ((_BITS & 0x3FF) << 13)   # payload kept
-WIDENED = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
-WIDENED = np.where(np.isnan(WIDENED), _NAN_BITS.view(np.float32), WIDENED)   # no quieting
+def widened_table():
+    """The float32 of every half pattern: numpy's cast, NaNs as half_to_float gives them (the
+    payload kept, never quieted)."""
+    bits = np.arange(65536, dtype=np.uint32)
+    nans = ((bits & 0x8000) << 16) | 0x7F800000 | ((bits & 0x3FF) << 13)
+    table = bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    return np.where(np.isnan(table), nans.view(np.float32), table)
+
+
+WIDENED = widened_table()
 HALF_MAX = np.float32(65504)
+NARROW_RINT_BITS_PYTHON = getattr(narrow_rint_bits, "py_func", narrow_rint_bits)
 
 
 def widen_python(h):
@@ -223,9 +230,6 @@ def narrow_rint_python(x, saturate):
         return np.float16(x).view(np.uint16)
     with np.errstate(invalid="ignore", over="ignore"):   # NaN and inf arithmetic, as compiled
         return NARROW_RINT_BITS_PYTHON(x, saturate)
-
-
-NARROW_RINT_BITS_PYTHON = getattr(narrow_rint_bits, "py_func", narrow_rint_bits)
 
 
 if numba.config.DISABLE_JIT:
