@@ -25,9 +25,10 @@ def phase1_seconds(run, plan, rows, starts, gms, prefetch=True):
                                   [s[0] for s in plan.schedules], THREADS, plan.lockstep[0])
     point_starts = plan.point_starts if prefetch else np.zeros_like(plan.point_starts)
     run_schedule = TABLE.kernels.run_schedule
+    arrays = (rows, starts, plan.points, point_starts)
     start = time.perf_counter()
-    schedule.in_parallel(jobs, THREADS, lambda job: run_schedule(
-        job[1], *job[2], rows, starts, plan.points, point_starts, *job[3:]))
+    schedule.in_parallel(jobs, THREADS, lambda job: schedule.run_job(
+        plan, run_schedule, 0, *job, program_rows=arrays))
     return time.perf_counter() - start
 
 

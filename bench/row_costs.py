@@ -11,11 +11,12 @@ import numpy as np
 
 import lngb
 from lngb.runtime.recording import NO_GM
-from lngb.runtime.schedule import UB_PAD
+from lngb.runtime.schedule import interleave
 from lngb.vector_ops import (Add, BinaryRepeatParams, Cast, DataCopy, Duplicate, DuplicateLane,
                              Mul, Muls, PipeBarrier, PIPE_V, RoundMode, Sqrt, UnaryRepeatParams,
                              WholeReduceSum)
 from lngb.vector_ops.table import TABLE
+from lngb.vector_ops.walk import GRANULE
 
 REPEAT = 20_000
 
@@ -55,8 +56,7 @@ def main(cores=16):
     print(f"{'':34} {'one core':>10} {f'{cores} in lock step':>18}")
     for name, core, row in rows():
         program = np.ascontiguousarray(np.tile(row, (REPEAT, 1)))
-        block = np.zeros((cores, core.ub.size + UB_PAD), np.uint8)
-        block[:, :core.ub.size] = core.ub
+        block = interleave(np.tile(core.ub, (cores, 1)), [(0, core.ub.size // GRANULE)])
         alone = median_seconds(kernels.execute, core.ub, gms, program)
         together = median_seconds(
             kernels.run_schedule, block, *gms, program, np.array([0, REPEAT]),

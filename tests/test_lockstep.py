@@ -8,9 +8,12 @@ import lngb
 from lngb.backward import prepare_backward
 from lngb.core import AICore
 from lngb.runtime import schedule as scheduling
-from lngb.vector_ops.program import (COPY, COPY_DIR, ELEMENTWISE, FLAT, GM_TO_UB, KIND, N_COLS,
-                                     REDUCE, BROADCAST, SCALAR_AT, SCALAR_READ, UB_TO_GM,
-                                     UB_TO_UB)
+from lngb.vector_ops.footprint import footprint
+from lngb.vector_ops.program import (COPY, COPY_DIR, DST, ELEMENTWISE, EVENT, FLAT, GM_SLOTS,
+                                     GM_TO_UB, KIND, N_COLS, REDUCE, BROADCAST, SCALAR_AT,
+                                     SCALAR_READ, SRC0, SRC1, UB_TO_GM, UB_TO_UB)
+from lngb.vector_ops.table import TABLE
+from lngb.vector_ops.walk import GRANULE
 
 from conftest import seed_of
 
@@ -172,3 +175,108 @@ def test_a_plan_keeps_the_jobs_of_two_thread_counts_at_most():
     for threads in (1, 2, 3, 2):
         plan = run_backward("atlas-350", np.float32, threads)[0].plan
         assert len(plan.parts) <= 4 and (0, threads) in plan.parts
+
+
+SHIFTS = (0, 32, 64, 96)   # bytes: operands at every 32-byte place of a 128-byte granule
+
+
+def shifted(row, rng, nbytes):
+    """The row with each UB operand moved by one of SHIFTS, or None if it would then leave
+    the UB (footprint.footprint's bounds)."""
+    moved = row.copy()
+    if moved[KIND] == ELEMENTWISE:
+        for col in (DST, SRC0, SRC1):
+            moved[col] += rng.choice(SHIFTS)
+    elif moved[KIND] == COPY:
+        ub_cols = {GM_TO_UB: (DST,), UB_TO_GM: (SRC0,), UB_TO_UB: (DST, SRC0)}[moved[COPY_DIR]]
+        for col in ub_cols:
+            moved[col] += rng.choice(SHIFTS)
+    bounds = np.array([nbytes, 0], np.int64)
+    scratch = np.zeros(nbytes + 4096, np.uint8)
+    footprint(moved, scratch, scratch, bounds)
+    return moved if bounds[1] <= nbytes else None
+
+
+@pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_row_on_interleaved_ubs_gives_each_core_its_bytes_alone(product, dtype):
+    """Each row of the backward's plan (every family the executor has), as recorded and with
+    its UB operands moved across a granule, run once on 3 cores interleaved in one block
+    (schedule.interleave) and once on each core alone, from the same random UB and GM bytes
+    (NaN patterns included): each core's UB and GM bytes come out the same."""
+    rng = np.random.default_rng(seed_of("interleaved rows"))
+    result, _ = run_backward(product, dtype, threads=2)
+    run_schedule = TABLE.kernels.run_schedule
+    nbytes, cores, gm_bytes = result.cores[0].ub.size, 3, 1 << 16
+    all_granules = [(0, nbytes // GRANULE)]
+    rows = [r for row in result.plan.rows for r in (row, shifted(row, rng, nbytes))
+            if r is not None and r[KIND] != EVENT]
+    bases = np.zeros((1, cores, GM_SLOTS), np.int64) + (gm_bytes * np.arange(cores))[:, None]
+    for row in rows:
+        ubs = rng.integers(0, 256, (cores, nbytes), dtype=np.uint8)
+        gms = [rng.integers(0, 256, cores * gm_bytes + 4096, dtype=np.uint8)
+               for _ in range(GM_SLOTS)]
+        step = (np.ascontiguousarray(row[None]), np.array([0, 1]), np.zeros((0, 2), np.int64),
+                np.zeros(2, np.int64), np.zeros(1, np.int64))
+        alone, alone_gms = ubs.copy(), [g.copy() for g in gms]
+        for c in range(cores):
+            run_schedule(alone[c], *alone_gms, *step, bases[:, c:c + 1])
+        block = scheduling.interleave(ubs, all_granules)
+        run_schedule(block, *gms, *step, bases)
+        scheduling.deinterleave(block, ubs, all_granules)
+        assert np.array_equal(ubs, alone), row
+        assert all(np.array_equal(a, b) for a, b in zip(gms, alone_gms)), row
+
+
+def test_interleave_moves_only_the_given_granules_and_back(monkeypatch):
+    monkeypatch.setattr(scheduling, "_SPARE_BLOCKS", [])   # a new block: zeros elsewhere
+    rng = np.random.default_rng(seed_of("interleave"))
+    ubs = rng.integers(0, 256, (3, 4 * GRANULE), dtype=np.uint8)
+    block = scheduling.interleave(ubs, [(1, 3)])
+    by_granule = block.reshape(4, 3, GRANULE)
+    assert not by_granule[[0, 3]].any()
+    for c in range(3):
+        for k in (1, 2):
+            assert np.array_equal(by_granule[k, c], ubs[c, k * GRANULE:(k + 1) * GRANULE])
+    back = np.zeros_like(ubs)
+    scheduling.deinterleave(block, back, [(1, 3)])
+    assert np.array_equal(back[:, GRANULE:3 * GRANULE], ubs[:, GRANULE:3 * GRANULE])
+    assert not back[:, :GRANULE].any() and not back[:, 3 * GRANULE:].any()
+
+
+def test_touched_runs_cover_every_byte_a_row_uses():
+    """The granules a plan's phase touches, by footprint.touched: element-wise operands, a
+    scalar register operand, and GetValue's source and register."""
+    rows = np.zeros((3, N_COLS), np.int64)
+    lngb.clear_caches()
+    plan = run_backward("atlas-a2", np.float32, 2)[0].plan
+    elementwise = plan.rows[(plan.rows[:, KIND] == ELEMENTWISE) & (plan.rows[:, SCALAR_AT] != 0)]
+    getvalue = plan.rows[plan.rows[:, KIND] == SCALAR_READ]
+    rows[0], rows[1], rows[2] = elementwise[0], getvalue[0], elementwise[0]
+    rows[2, SCALAR_AT] = 0
+    nbytes = AICore.ub_bytes("atlas-a2")
+    runs = scheduling.touched_runs(rows, nbytes)
+    used = np.zeros(nbytes // GRANULE, bool)
+    for first, last in runs:
+        used[first:last] = True
+    for at in (elementwise[0, DST], elementwise[0, SCALAR_AT] - 1, getvalue[0, DST],
+               getvalue[0, SRC1]):
+        assert used[at // GRANULE]
+    assert used.sum() < len(used)
+
+
+def test_lock_step_on_blocks_left_by_jobs_before_gives_the_same_bits(monkeypatch):
+    """interleave takes a block a job before gave back (release) when there is one: its
+    granules outside this phase's footprint hold old bytes, which the executor never touches.
+    With spare blocks of random bytes, every output and every core's whole UB are the same."""
+    lngb.clear_caches()
+    _, fresh = run_backward("atlas-350", np.float32, 2)
+    rng = np.random.default_rng(seed_of("spare blocks"))
+    size = 2 * AICore.ub_bytes("atlas-350")   # the 2-core jobs' blocks
+    monkeypatch.setattr(scheduling, "_SPARE_BLOCKS",
+                        [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(2)])
+    lngb.clear_caches()
+    _, reused = run_backward("atlas-350", np.float32, 2)
+    assert len(scheduling._SPARE_BLOCKS) == 2
+    for a, b in zip(fresh, reused):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))

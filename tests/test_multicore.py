@@ -21,6 +21,7 @@ from lngb.vector_ops import HardEvent
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST, EVENT, GM_SLOT,
                                      GM_TO_UB, KIND, SRC0, SRC1, SRC_GAP, UB_TO_GM)
 from lngb.vector_ops.table import TABLE
+from lngb.vector_ops.walk import GRANULE
 
 import naive
 from conftest import rejected, seed_of
@@ -733,7 +734,8 @@ def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(mon
         assert [len(job[0]) for job in jobs] == [2]   # both cores in one lock-step group
         for cores, ubs, roots, programs, bases in jobs:
             del calls[:], steps[:], bursts[:]
-            python["run_schedule"](ubs, *roots, plan.rows, plan.starts, plan.points,
+            block = scheduling.interleave(ubs, [(0, ubs.shape[1] // GRANULE)])
+            python["run_schedule"](block, *roots, plan.rows, plan.starts, plan.points,
                                    plan.point_starts, programs, bases)
             steps.append((len(calls), len(bursts)))
             for i, p in enumerate(programs):

@@ -7,8 +7,9 @@ checked modes). `plan` records each distinct step once per state (a `Planner` pe
 one `Recorded`) and lists each core's schedule of (program, GM bases) per phase; `replay` runs
 the schedules in jitted, GIL-free calls (`kernels.run_schedule`) on `threads` OS threads, one
 core to a call or, where the plan's rows are short, up to LOCKSTEP alike cores in lock step
-(`lockstep_jobs`). Results do not depend on the thread count or on lock step: each core has its
-own UB, and the cores of a phase never read what another writes.
+(`lockstep_jobs`) on a copy of their UBs interleaved 128 bytes at a time (`interleave`), so that
+a row's lanes on all of them are a few runs of memory. Results do not depend on the thread count or
+on lock step: each core has its own UB, and the cores of a phase never read what another writes.
 """
 import itertools
 import threading
@@ -17,18 +18,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .._jit import njit
 from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
+from ..vector_ops.footprint import touched
 from ..vector_ops.table import TABLE
-from ..vector_ops.walk import gm_bursts
+from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
 from .cache import Cache, cache_key
 from .recording import pad_gms
 
 PLANS = Cache("operator plans")
 LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/README.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
-UB_PAD = 256      # bytes between cores' UBs in a block (core_ubs)
+SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
+_SPARE_BLOCKS, _SPARE_LOCK = [], threading.Lock()
 
 
 _RETURNED = object()
@@ -172,6 +176,7 @@ class Plan:
     warnings: tuple
     lockstep: tuple       # per phase: cores a replay job runs in lock step (lockstep_width)
     retired: list         # per core: the rows it executes
+    touched: tuple        # per phase in lock step: the granules its rows use (touched_runs)
     parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
     @property
@@ -180,7 +185,8 @@ class Plan:
         thread count a replay uses, and are made after the plan enters the cache: counted
         twice ahead)."""
         return (2 * self.rows.nbytes + self.points.nbytes
-                + 3 * sum(s.nbytes for p in self.schedules for s in p) + 4096)
+                + 3 * sum(s.nbytes for p in self.schedules for s in p)
+                + sum(t.nbytes for t in self.touched if t is not None) + 4096)
 
 
 def plan(key, cores, make_kernel):
@@ -204,11 +210,14 @@ def plan(key, cores, make_kernel):
                  for p in planners]
     rows = np.concatenate(recorded.programs)
     lengths = np.diff(starts)
-    widths = tuple(lockstep_width(phase_rows(recorded.programs, [s[phase] for s in schedules]))
-                   for phase in range(2))
+    by_phase = [phase_rows(recorded.programs, [s[phase] for s in schedules])
+                for phase in range(2)]
+    widths = tuple(lockstep_width(r) for r in by_phase)
     result = Plan(rows, starts, np.concatenate(recorded.points), point_starts, recorded.programs,
                   schedules, [core.state() for core in cores], tuple(recorded.warnings), widths,
-                  [int(sum(lengths[s[:, 0]].sum() for s in p)) for p in schedules])
+                  [int(sum(lengths[s[:, 0]].sum() for s in p)) for p in schedules],
+                  tuple(touched_runs(r, cores[0].ub.size) if w > 1 else None
+                        for r, w in zip(by_phase, widths)))
     return PLANS.put(key, result, result.nbytes)
 
 
@@ -229,12 +238,69 @@ def lockstep_width(rows):
     return LOCKSTEP if len(flat) and flat.mean() < SHORT_ROW else 1
 
 
+def touched_runs(rows, nbytes):
+    """[first, last) runs of the granules (walk.GRANULE bytes) of a core's `nbytes` of memory
+    that the rows read or write (footprint.touched), as an [runs, 2] array."""
+    marks = np.zeros(nbytes, np.uint8)
+    touched(rows, marks)
+    used = np.concatenate([[False], marks.reshape(-1, GRANULE).any(axis=1), [False]])
+    edges = np.flatnonzero(used[1:] != used[:-1])
+    return edges.reshape(-1, 2).astype(np.int64)
+
+
+def interleave(ubs, runs):
+    """A block of the cores' UBs (the rows of ubs, [cores, bytes]) interleaved a granule at a
+    time: granule k of every core in core order, then granule k + 1 (walk.interleaved, what the
+    executor indexes for several cores). Only the granules of `runs` (touched_runs) are copied
+    in: the others hold what a job before left there (a block given back with `release`), or
+    zeros, and the executor, which touches only what footprint.touched marks, never sees them."""
+    block = None
+    with _SPARE_LOCK:   # (by index: list.remove would compare arrays element-wise)
+        for i, spare in enumerate(_SPARE_BLOCKS):
+            if spare.size == ubs.size:
+                block = _SPARE_BLOCKS.pop(i)
+                break
+    if block is None:
+        block = np.zeros(ubs.size, np.uint8)
+    _move_granules(ubs.view(np.uint64), block.view(np.uint64), np.asarray(runs, np.int64), True)
+    return block
+
+
+def release(block):
+    """Keep a block interleave made for the next job: a new one's first touches of its pages
+    took about 3 ms of a 14-core job's 3.5 ms of copying in."""
+    with _SPARE_LOCK:
+        if len(_SPARE_BLOCKS) < SPARE_BLOCKS:
+            _SPARE_BLOCKS.append(block)
+
+
+def deinterleave(block, ubs, runs):
+    """interleave's inverse: the granules of `runs` back into the rows of ubs."""
+    _move_granules(ubs.view(np.uint64), block.view(np.uint64), np.asarray(runs, np.int64), False)
+
+
+@njit
+def _move_granules(by_core, block, runs, into_block):
+    """The granules of `runs` from the rows of by_core ([cores, words]) into the interleaved
+    block (words), or back. (numpy's transposed copy of 32-byte blocks took 1.2-7.8 ms for 14
+    cores' 216 KB each.)"""
+    cores, words = by_core.shape[0], 1 << G_WORD
+    for r in range(runs.shape[0]):
+        for k in range(runs[r, 0], runs[r, 1]):
+            for c in range(cores):
+                granule, row = block[words * (k * cores + c):], by_core[c, words * k:]
+                if into_block:
+                    for w in range(words):
+                        granule[w] = row[w]
+                else:
+                    for w in range(words):
+                        row[w] = granule[w]
+
+
 def core_ubs(count, ub_bytes):
     """`count` zeroed UBs, rows of one block (zero pages on demand) that `replay` runs in lock
-    step. Rows are UB_PAD bytes longer than a UB: at a power-of-two stride, lane e of every core
-    would compete for the same host cache sets."""
-    block = np.zeros((count, ub_bytes + UB_PAD), np.uint8)
-    return [row[:ub_bytes] for row in block]
+    step."""
+    return list(np.zeros((count, ub_bytes), np.uint8))
 
 
 def replay(plan, cores, gms, threads):
@@ -258,7 +324,8 @@ def replay(plan, cores, gms, threads):
                 plan.parts.clear()
             parts = plan.parts[key] = lockstep_parts(schedules, threads, plan.lockstep[phase])
         jobs = lockstep_jobs(cores, gms, schedules, threads, layout=layout, parts=parts)
-        in_parallel(jobs, threads, lambda job: _run_schedule(plan, run_schedule, *job))
+        in_parallel(jobs, threads,
+                    lambda job, phase=phase: run_job(plan, run_schedule, phase, *job))
     for core, state, count in zip(cores, plan.end_states, plan.retired):
         core.retired_in_bulk(count, state)
 
@@ -351,8 +418,7 @@ def _shared_gms(gms):
 
 def _ub_block(cores):
     """The cores' UBs, all of one size, as the rows of one C-contiguous [cores, stride] array
-    (core_ubs), or None. The stride is whole 8-byte words: the executor views the block as
-    uint64 (UB -> UB copies)."""
+    (core_ubs), or None. The stride is whole granules, as `interleave` moves them."""
     ubs = [core.ub for core in cores]
     span = _span(ubs)
     if span is None or any(ub.size != ubs[0].size for ub in ubs):
@@ -360,7 +426,7 @@ def _ub_block(cores):
     block, offsets = span
     stride = offsets[1] if len(ubs) > 1 else ubs[0].size
     if (offsets != [c * stride for c in range(len(ubs))] or stride < ubs[0].size
-            or stride % 8):
+            or stride % GRANULE):
         return None
     owner = _owner(ubs[0])
     start = ubs[0].__array_interface__["data"][0]
@@ -369,14 +435,30 @@ def _ub_block(cores):
     return as_strided(block, shape=(len(ubs), stride), strides=(stride, 1))
 
 
-def _run_schedule(plan, run_schedule, cores, ubs, roots, programs, bases):
+def run_job(plan, run_schedule, phase, cores, ubs, roots, programs, bases, program_rows=None):
+    """One job of lockstep_jobs: its cores' schedules of `phase` in one run_schedule call, on an
+    interleaved copy of their UBs (the granules the phase touches) when there are several,
+    copied back after. `program_rows`: (rows, starts, points, point_starts) other than the plan's (the
+    benchmarks' variants of it)."""
     acquired = []
+    arguments = (*roots, *(program_rows or (plan.rows, plan.starts, plan.points,
+                                            plan.point_starts)), programs, bases)
     try:
         for core in cores:
             core.acquire()
             acquired.append(core)
-        run_schedule(ubs, *roots, plan.rows, plan.starts, plan.points, plan.point_starts,
-                     programs, bases)
+        if len(ubs) == 1:
+            run_schedule(ubs[0], *arguments)
+            return
+        runs = plan.touched[phase]
+        if runs is None:
+            runs = np.array([[0, ubs.shape[1] // GRANULE]], np.int64)
+        block = interleave(ubs, runs)
+        try:
+            run_schedule(block, *arguments)
+        finally:
+            deinterleave(block, ubs, runs)
+            release(block)
     finally:
         for core in acquired:
             core.release()

@@ -1,11 +1,13 @@
 """The exact UB bytes an instruction row reads and writes, from the same walk as the kernels
 (masked-off lanes are neither read nor written), one rule per family. The sanitizer's shadow
 memory, the trace's byte counts and the debugger's watchpoints use it."""
+import numpy as np
+
 from .._jit import njit
 from .program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC,
                       ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
-                      KIND, REDUCE, REPEAT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP,
-                      UB_TO_GM)
+                      KIND, REDUCE, REPEAT, SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK,
+                      SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
 from .walk import burst, dtype_size, lane_active, lane_index, lanes_per_repeat, repeat_count
 
 
@@ -30,6 +32,21 @@ def footprint(row, read, written, bounds):
         _bursts(row, read, written, bounds)
     elif kind == BROADCAST:
         _blocks(row, read, written, bounds)
+
+
+@njit
+def touched(rows, marks):
+    """Set marks[b] (a uint8 array of a core's memory size) for every byte any of the rows reads
+    or writes: footprint's, and GetValue's and scalar operands' registers."""
+    bounds = np.zeros(2, np.int64)
+    for i in range(rows.shape[0]):
+        row = rows[i]
+        footprint(row, marks, marks, bounds)
+        if row[KIND] == SCALAR_READ:
+            marks[row[DST]:row[DST] + row[SRC0]] = 1
+            marks[row[SRC1]:row[SRC1] + row[SRC0]] = 1
+        elif row[KIND] == ELEMENTWISE and row[SCALAR_AT] != 0:
+            marks[row[SCALAR_AT] - 1:row[SCALAR_AT] + 3] = 1
 
 
 @njit

@@ -5,6 +5,7 @@ from .._jit import njit
 from .half import float_to_half, narrow_rint, widen
 from .program import F32
 from .types import RoundMode
+from .walk import G_F32, G_HALF, interleaved
 
 RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
 
@@ -40,12 +41,13 @@ def immediate(code, bits):
 
 
 @njit
-def scalar_of(f32, u16, core, code, at, bits):
-    """The scalar operand of a row in type `code` on core `core` (f32, u16: [cores, UB
-    elements]): the immediate's bits (SCALAR), or the scalar register a GetValue filled
-    (SCALAR_AT = 1 + its byte address). Not inlined: the executor's hot loop stays small."""
+def scalar_of(f32, u16, cores, core, code, at, bits):
+    """The scalar operand of a row in type `code` on core `core` of a block of `cores`
+    interleaved UBs (f32, u16: its elements): the immediate's bits (SCALAR), or the scalar
+    register a GetValue filled (SCALAR_AT = 1 + its byte address). Not inlined: the executor's
+    hot loop stays small."""
     if at == 0:
         return immediate(code, bits)
     if code == F32:
-        return f32[core, (at - 1) >> 2]
-    return widen(u16[core, (at - 1) >> 1])
+        return f32[interleaved((at - 1) >> 2, core, cores, G_F32)]
+    return widen(u16[interleaved((at - 1) >> 1, core, cores, G_HALF)])

@@ -314,9 +314,9 @@ def _generate(entries):
     # every loop inlined in one function, a row cost ~30 ns more); the dispatchers themselves are
     # inlined where they are called (as functions, each held one more copy of the loops' code)
     for name, args, entries in (
-            ("flat_f32", "f32, cores, d, a, b, s, n", same),
-            ("flat_half", "u16, cores, d, a, b, s, n, sat", same),
-            ("flat_mixed", "f32, u16, cores, dt, d, a, s, n, sat",
+            ("flat_f32", "f32, cores, on, d, a, b, s, n", same),
+            ("flat_half", "u16, cores, on, d, a, b, s, n, sat", same),
+            ("flat_mixed", "f32, u16, cores, on, dt, d, a, s, n, sat",
              [e for e in chain if e.opcode in mixed])):
         lines += ["", "", "@njit(inline=\"always\")", f"def {name}_of(op, {args}):"]
         lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"

@@ -16,19 +16,23 @@ that instruction's loops and the executor, and loads the others' from the cache.
 jitted function to another as an argument would make neither cacheable; closures made by a
 factory share one qualified name, so their cached machine code can bind the wrong lane.) A
 module's name hashes its source, which carries a fingerprint of every file its code comes from
-(the helpers it calls are compiled into it), so its disk cache is never stale.
+(the helpers it calls are compiled into it), so its disk cache is never stale. (A jitted helper
+of another module that is not inlined, such as kernels.scalar_of, comes from that module's own
+disk cache, which Numba keys on that file alone: after editing a constant it imports, such as
+walk.G_F32, touch the file or clear the caches.)
 
-`execute_cores` runs a program on several cores in lock step: their UBs are the rows of one
-[cores, bytes] block, and each row, decoded and dispatched once, runs on every core before the
-next row (a core's bytes change in the order they would alone; cores of one phase of a
-multi-core kernel never read what another writes). The kernels loop over the cores inside, so
-a short row's fixed cost (~15 ns, the work of ~300 lanes) is paid once for all of them:
-lngb.runtime.schedule chooses when. `execute_cores` takes its fields from the program as plain
-integers and hands the kernels plain arguments: a row view, or an array made or passed per row
-(a slice of the block, an argument of a function not inlined), costs reference counts (~10-20
-ns a row), as much as a short row's work. An element-wise row's FLAT column, set at issue, says
-whether its contiguous loops run; rows with strided operands or partial masks, rare on hot
-paths, take one walk that calls `lane_of` per element.
+`execute_cores` runs a program on several cores in lock step: their UBs are interleaved in one
+block, a granule at a time (walk.interleaved), and each row, decoded and dispatched once, runs
+on every core before the next row (a core's bytes change in the order they would alone; cores
+of one phase of a multi-core kernel never read what another writes). The kernels loop over the
+cores inside, so a short row's fixed cost (~15 ns, the work of ~300 lanes) is paid once for all
+of them, and a row's lanes in one granule on every core are one loop: lngb.runtime.schedule
+chooses when. `execute_cores` takes its fields from the program as plain integers and hands the
+kernels plain arguments: a row view, or an array made or passed per row (a slice of the block,
+an argument of a function not inlined), costs reference counts (~10-20 ns a row), as much as a
+short row's work. An element-wise row's FLAT column, set at issue, says whether its contiguous
+loops run; rows with strided operands or partial masks, rare on hot paths, take one walk that
+calls `lane_of` per element.
 
 `run_schedule` runs a sequence of programs (the steps of a multi-core schedule) and is the one
 jitted entry point; `execute` is its one-step, one-core case, a plain function. Numba compiles
@@ -54,75 +58,129 @@ from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, CO
                                      REPEAT, ROUND, SAT, SCALAR, SCALAR_AT, SCALAR_READ, SOURCES,
                                      SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP,
                                      UB_TO_UB)
-from lngb.vector_ops.walk import (bursts, contiguous, dtype_size, element_shift, lane_active,
+from lngb.vector_ops.walk import (GRANULE, G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous,
+                                  dtype_size, element_shift, interleaved, lane_active,
                                   lane_index, lanes_per_repeat, repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
 
 @njit
-def flat_f32_LANE(f32, cores, d, a, b, s, n):
-    """Contiguous float operands on the cores cores[0] <= c < cores[1] of f32 ([cores, UB
-    floats]). Slicing first lets the loops index from 0 without wrap-around checks, and naming an
-    in-place operand as dst itself spares LLVM an alias check that would stop it vectorising the
-    row accumulation (element-wise, so nothing is reassociated). Only the slices a branch reads
-    are made, and the branches are outside the loop over cores: inside it, they kept Numba from
-    pruning the slices' reference counts (~25 ns a row). Operands an instruction does not read
-    are dst's own bytes, which its lane ignores, so their loads vanish: a unary instruction in
-    place (d == a == b) takes the d == a loop, which then reads dst alone (taking the d == b
-    loop, it read av and wrote dv, two slices of the same bytes, and LLVM's overlap check ran
-    it lane by lane: 42 against 9 ns a 64-lane Muls per core in lock step). One lane (the
-    950's per-row scalars) is read and written in place: no slices, no vector loop to enter."""
+def flat_f32_LANE(f32, cores, on, d, a, b, s, n):
+    """Contiguous float operands (element indices d, a, b) on the cores on[0] <= c < on[1] of
+    f32, a block of `cores` interleaved UBs (walk.interleaved). One core: one run. Several: a
+    piece of the row at a time, up to the end of any operand's granule, on each core in turn;
+    a whole granule on every core is one run of the block. A one-lane piece (the 950's per-row
+    scalars) is read and written in place on each core, no loop to enter. Each core's lanes keep
+    their order."""
+    size, first, count = 1 << G_F32, on[0], on[1] - on[0]
     if n == 1:
-        for c in range(cores[0], cores[1]):
-            f32[c, d] = lane_LANE(f32[c, a], f32[c, b], s)
-    elif d == a:
-        for c in range(cores[0], cores[1]):
-            dv, bv = f32[c, d:d + n], f32[c, b:b + n]
-            for i in range(n):
-                dv[i] = lane_LANE(dv[i], bv[i], s)
+        di, ai, bi = (interleaved(d, first, cores, G_F32), interleaved(a, first, cores, G_F32),
+                      interleaved(b, first, cores, G_F32))
+        for o in range(0, size * count, size):
+            f32[di + o] = lane_LANE(f32[ai + o], f32[bi + o], s)
+        return
+    i = 0
+    while i < n:
+        m, runs, length, step = n - i, 1, n - i, 0
+        if cores > 1:
+            m = min(size - ((d + i) & (size - 1)), size - ((a + i) & (size - 1)),
+                    size - ((b + i) & (size - 1)), n - i)   # up to any operand's granule end
+            runs, length, step = count, m, size
+            if m == size and count == cores:
+                runs, length = 1, size * cores
+        di, ai, bi = (interleaved(d + i, first, cores, G_F32),
+                      interleaved(a + i, first, cores, G_F32),
+                      interleaved(b + i, first, cores, G_F32))
+        for r in range(runs):
+            o = r * step
+            run_f32_LANE(f32, di + o, ai + o, bi + o, s, length)
+        i += m
+
+
+@njit(inline="always")
+def run_f32_LANE(f32, d, a, b, s, n):
+    """n lanes of f32 from d, a, b. Slicing first lets the loops index from 0 without
+    wrap-around checks, and naming an in-place operand as dst itself spares LLVM an alias check
+    that would stop it vectorising the row accumulation (element-wise, so nothing is
+    reassociated). Operands an instruction does not read are dst's own bytes, which its lane
+    ignores, so their loads vanish: a unary instruction in place (d == a == b) takes the d == a
+    loop, which then reads dst alone (taking the d == b loop, it read av and wrote dv, two
+    slices of the same bytes, and LLVM's overlap check ran it lane by lane: 42 against 9 ns a
+    64-lane Muls per core in lock step)."""
+    if d == a:
+        dv, bv = f32[d:d + n], f32[b:b + n]
+        for i in range(n):
+            dv[i] = lane_LANE(dv[i], bv[i], s)
     elif d == b:
-        for c in range(cores[0], cores[1]):
-            dv, av = f32[c, d:d + n], f32[c, a:a + n]
-            for i in range(n):
-                dv[i] = lane_LANE(av[i], dv[i], s)
+        dv, av = f32[d:d + n], f32[a:a + n]
+        for i in range(n):
+            dv[i] = lane_LANE(av[i], dv[i], s)
     else:
-        for c in range(cores[0], cores[1]):
-            dv, av, bv = f32[c, d:d + n], f32[c, a:a + n], f32[c, b:b + n]
-            for i in range(n):
-                dv[i] = lane_LANE(av[i], bv[i], s)
+        dv, av, bv = f32[d:d + n], f32[a:a + n], f32[b:b + n]
+        for i in range(n):
+            dv[i] = lane_LANE(av[i], bv[i], s)
 
 
 @njit
-def flat_half_LANE(u16, cores, d, a, b, s, n, sat):
-    """Contiguous half operands on the cores `cores` of u16 ([cores, UB halves]), each result
-    rounded to nearest half (rows in a directed round mode take the walk: walk.flat_elements).
-    One loop, vectorised behind LLVM's overlap check (in place, it runs lane by lane):
-    flat_f32_LANE's in-place variants, with each instruction's half conversions, made the first
-    compile ~8 s longer."""
-    for c in range(cores[0], cores[1]):
-        dv, av, bv = u16[c, d:d + n], u16[c, a:a + n], u16[c, b:b + n]
-        for i in range(n):
-            dv[i] = narrow_rint(lane_LANE(widen(av[i]), widen(bv[i]), s), sat)
+def flat_half_LANE(u16, cores, on, d, a, b, s, n, sat):
+    """Contiguous half operands on the cores `on` of u16, flat_f32_LANE's pieces (a granule
+    holds twice as many halves), each result rounded to nearest half (rows in a directed round mode take the
+    walk: walk.flat_elements). One loop per run, vectorised behind LLVM's overlap check (in
+    place, it runs lane by lane): flat_f32_LANE's in-place variants, with each instruction's
+    half conversions, made the first compile ~8 s longer."""
+    size, first, count = 1 << G_HALF, on[0], on[1] - on[0]
+    i = 0
+    while i < n:
+        m, runs, length, step = n - i, 1, n - i, 0
+        if cores > 1:
+            m = min(size - ((d + i) & (size - 1)), size - ((a + i) & (size - 1)),
+                    size - ((b + i) & (size - 1)), n - i)   # up to any operand's granule end
+            runs, length, step = count, m, size
+            if m == size and count == cores:
+                runs, length = 1, size * cores
+        di, ai, bi = (interleaved(d + i, first, cores, G_HALF),
+                      interleaved(a + i, first, cores, G_HALF),
+                      interleaved(b + i, first, cores, G_HALF))
+        for r in range(runs):
+            o = r * step
+            dv, av, bv = u16[di + o:di + o + length], u16[ai + o:ai + o + length], \
+                u16[bi + o:bi + o + length]
+            for k in range(length):
+                dv[k] = narrow_rint(lane_LANE(widen(av[k]), widen(bv[k]), s), sat)
+        i += m
 
 
 # --- per mixed lane (instructions whose source and destination types differ) -----------------
 
 @njit
-def flat_mixed_LANE(f32, u16, cores, dt, d, a, s, n, sat):
-    """Contiguous operands, one source, on the cores `cores`: half to float, or float to nearest
-    half (rows in a directed round mode take the walk)."""
+def flat_mixed_LANE(f32, u16, cores, on, dt, d, a, s, n, sat):
+    """Contiguous operands, one source, on the cores `on`: half to float, or float to nearest
+    half (rows in a directed round mode take the walk). One core: one run; several: pieces up
+    to the end of either operand's granule (which holds twice as many halves as floats), on
+    each core in turn."""
     zero = np.float32(0.0)
-    if dt == F32:
-        for c in range(cores[0], cores[1]):
-            dv, hv = f32[c, d:d + n], u16[c, a:a + n]
-            for i in range(n):
-                dv[i] = lane_LANE(widen(hv[i]), zero, s)
-    else:
-        for c in range(cores[0], cores[1]):
-            hv, fv = u16[c, d:d + n], f32[c, a:a + n]
-            for i in range(n):
-                hv[i] = narrow_rint(lane_LANE(fv[i], zero, s), sat)
+    first, count = on[0], on[1] - on[0]
+    dshift, ashift = (G_F32, G_HALF) if dt == F32 else (G_HALF, G_F32)
+    i = 0
+    while i < n:
+        m, runs = n - i, 1
+        if cores > 1:
+            m = min((1 << dshift) - ((d + i) & ((1 << dshift) - 1)),
+                    (1 << ashift) - ((a + i) & ((1 << ashift) - 1)), n - i)
+            runs = count
+        di, ai = interleaved(d + i, first, cores, dshift), interleaved(a + i, first, cores, ashift)
+        for r in range(runs):
+            dr, ar = di + (r << dshift), ai + (r << ashift)
+            if dt == F32:
+                dv, hv = f32[dr:dr + m], u16[ar:ar + m]
+                for k in range(m):
+                    dv[k] = lane_LANE(widen(hv[k]), zero, s)
+            else:
+                hv, fv = u16[dr:dr + m], f32[ar:ar + m]
+                for k in range(m):
+                    hv[k] = narrow_rint(lane_LANE(fv[k], zero, s), sat)
+        i += m
 
 
 # --- dispatch (generated: a branch per element-wise instruction) -------------------------------
@@ -134,35 +192,35 @@ def lane_of(op, a, b, s):
 
 
 @njit
-def flat_f32_of(op, f32, cores, d, a, b, s, n):
+def flat_f32_of(op, f32, cores, on, d, a, b, s, n):
     """The float loops of instruction `op`."""
-    flat_f32_LANE(f32, cores, d, a, b, s, n)
+    flat_f32_LANE(f32, cores, on, d, a, b, s, n)
 
 
 @njit
-def flat_half_of(op, u16, cores, d, a, b, s, n, sat):
+def flat_half_of(op, u16, cores, on, d, a, b, s, n, sat):
     """The half loops of instruction `op`."""
-    flat_half_LANE(u16, cores, d, a, b, s, n, sat)
+    flat_half_LANE(u16, cores, on, d, a, b, s, n, sat)
 
 
 @njit
-def flat_mixed_of(op, f32, u16, cores, dt, d, a, s, n, sat):
+def flat_mixed_of(op, f32, u16, cores, on, dt, d, a, s, n, sat):
     """The loops of instruction `op` from one type to the other (Cast)."""
-    flat_mixed_LANE(f32, u16, cores, dt, d, a, s, n, sat)
+    flat_mixed_LANE(f32, u16, cores, on, dt, d, a, s, n, sat)
 
 
 # --- executor --------------------------------------------------------------------------------
 
 @njit
-def walk(ub32, ub16, core, row):
-    """The element-wise instruction lane by lane on core `core` of ub32, ub16 ([cores, UB
-    elements]): strided operands, partial masks, and directed roundings to half (the rows whose
-    FLAT is -1)."""
+def walk(f32, u16, cores, core, row):
+    """The element-wise instruction lane by lane on core `core` of f32, u16 (the elements of a
+    block of `cores` interleaved UBs): strided operands, partial masks, and directed roundings
+    to half (the rows whose FLAT is -1)."""
     op, dt, st = row[OP], row[DT_DST], row[DT_SRC]
     dsize, ssize = dtype_size(dt), dtype_size(st)
+    dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
     epr = lanes_per_repeat(row)
-    s = scalar_of(ub32, ub16, core, dt, row[SCALAR_AT], row[SCALAR])
-    f32, u16 = ub32[core], ub16[core]
+    s = scalar_of(f32, u16, cores, core, dt, row[SCALAR_AT], row[SCALAR])
     round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     lanes = np.empty(128, dtype=np.float32)
     for r in range(repeat_count(row, epr)):
@@ -171,15 +229,16 @@ def walk(ub32, ub16, core, row):
                 x = np.float32(0.0)
                 y = np.float32(0.0)
                 if sources >= 1:
-                    x = load(f32, u16, st, lane_index(row[SRC0], ssize, row[SRC0_BLK],
-                                                      row[SRC0_REP], r, e))
+                    x = load(f32, u16, st, interleaved(lane_index(
+                        row[SRC0], ssize, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, sshift))
                 if sources >= 2:
-                    y = load(f32, u16, st, lane_index(row[SRC1], ssize, row[SRC1_BLK],
-                                                      row[SRC1_REP], r, e))
+                    y = load(f32, u16, st, interleaved(lane_index(
+                        row[SRC1], ssize, row[SRC1_BLK], row[SRC1_REP], r, e), core, cores, sshift))
                 lanes[e] = lane_of(op, x, y, s)
         for e in range(epr):
             if lane_active(row, r, e, epr):
-                store(f32, u16, dt, lane_index(row[DST], dsize, row[DST_BLK], row[DST_REP], r, e),
+                store(f32, u16, dt, interleaved(lane_index(
+                    row[DST], dsize, row[DST_BLK], row[DST_REP], r, e), core, cores, dshift),
                       lanes[e], round_mode, sat)
 
 
@@ -219,13 +278,13 @@ def tree_sum(values, present, v, p, start, width, code, sat):
 
 
 @njit
-def reduce(ub32, ub16, core, row, scratch, flags):
+def reduce(f32, u16, cores, core, row, scratch, flags):
     """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride, on core
-    `core` of ub32, ub16 ([cores, UB elements]). scratch (float32) and flags (bool), 256 entries
-    each, are the caller's work space."""
-    f32, u16 = ub32[core], ub16[core]   # views made here cost no reference counts per row
+    `core` of f32, u16 (a block of `cores` interleaved UBs). scratch (float32) and flags (bool),
+    256 entries each, are the caller's work space."""
     dt = row[DT_DST]
     size = dtype_size(dt)
+    shift = G_BYTE - element_shift(dt)
     epr = 256 // size
     sat = row[SAT] != 0
     width, unit = row[GROUP_WIDTH], row[GROUP_UNIT]
@@ -233,28 +292,33 @@ def reduce(ub32, ub16, core, row, scratch, flags):
     present, p = flags[:128], flags[128:]
     dst = row[DST] // size
     if (dt == F32 and row[COUNTER] == 0 and row[MASK0] == -1 and width == 64
-            and contiguous(size, row[SRC0_BLK], row[SRC0_REP], epr)):
+            and contiguous(size, row[SRC0_BLK], row[SRC0_REP], epr)
+            and (cores == 1 or (row[SRC0] >> 2) & ((1 << G_F32) - 1) == 0)):
         # whole float repeats read in a row (ReduceSumImpl's first level): no lane bookkeeping
         src = row[SRC0] // size
         for r in range(repeat_count(row, epr)):
+            for g in range(0, 64, 1 << G_F32):   # the repeat's granules on this core
+                at = interleaved(src + 64 * r + g, core, cores, G_F32)
+                for e in range(1 << G_F32):
+                    values[g + e] = f32[at + e]
             for i in range(32):
-                v[i] = add(f32[src + 64 * r + 2 * i], f32[src + 64 * r + 2 * i + 1], v[0])
+                v[i] = add(values[2 * i], values[2 * i + 1], v[0])
             n = 32
             while n > 1:
                 n //= 2
                 for i in range(n):
                     v[i] = add(v[2 * i], v[2 * i + 1], v[0])
-            f32[dst + r * row[DST_REP] * unit] = v[0]
+            f32[interleaved(dst + r * row[DST_REP] * unit, core, cores, G_F32)] = v[0]
         return
     for r in range(repeat_count(row, epr)):
         for e in range(epr):
             present[e] = lane_active(row, r, e, epr)
             if present[e]:
-                values[e] = load(f32, u16, dt, lane_index(row[SRC0], size, row[SRC0_BLK],
-                                                          row[SRC0_REP], r, e))
+                values[e] = load(f32, u16, dt, interleaved(lane_index(
+                    row[SRC0], size, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, shift))
         for k in range(epr // width):
             total, any_present = tree_sum(values, present, v, p, k * width, width, dt, sat)
-            out = dst + r * row[DST_REP] * unit + k
+            out = interleaved(dst + r * row[DST_REP] * unit + k, core, cores, shift)
             if any_present:
                 store(f32, u16, dt, out, total, RINT, sat)
             elif row[EMPTY_GROUPS] == EMPTY_ZERO:
@@ -262,67 +326,124 @@ def reduce(ub32, ub16, core, row, scratch, flags):
 
 
 @njit
-def broadcast(buf, dst, src, step, repeat, dst_rep, dst_blk, per_block):
-    """Brcb on every core of buf ([cores, UB elements]): element (8q + k) * step of src fills
-    the 32-byte block k of repeat q of dst (element indices of buf's type; step = SRC0_BLK: 1
-    for Brcb, 0 for DuplicateLane)."""
-    for c in range(buf.shape[0]):
-        if step == 0 and dst_blk == 1:   # DuplicateLane: one value fills each repeat's 8 blocks
-            value = buf[c, src]
-            for q in range(repeat):
-                out = buf[c, dst + per_block * q * dst_rep:dst + per_block * (q * dst_rep + 8)]
-                for e in range(8 * per_block):
-                    out[e] = value
+def broadcast(buf, cores, dst, src, step, repeat, dst_rep, dst_blk, per_block):
+    """Brcb on every core of buf (the elements of a block of `cores` interleaved UBs): element
+    (8q + k) * step of src fills the 32-byte block k of repeat q of dst (element indices of
+    buf's type; step = SRC0_BLK: 1 for Brcb, 0 for DuplicateLane). A DuplicateLane repeat at a
+    granule's start is whole granules on each core, each granule of every core one slice. Each
+    core's bytes change in the order they do alone."""
+    shift = G_F32 if per_block == 8 else G_HALF
+    size = 1 << shift
+    for q in range(repeat):
+        start = dst + per_block * q * dst_rep
+        if step == 0 and dst_blk == 1 and start & (size - 1) == 0:
+            for g in range(0, 8 * per_block, size):   # granule g of every core: one slice
+                out = interleaved(start + g, 0, cores, shift)
+                granules = buf[out:out + size * cores]
+                for c in range(cores):
+                    value = buf[interleaved(src, c, cores, shift)]
+                    for e in range(size):
+                        granules[size * c + e] = value
             continue
-        for q in range(repeat):
+        for c in range(cores):
             for k in range(8):
-                block = dst + per_block * (q * dst_rep + k * dst_blk)
-                value = buf[c, src + (8 * q + k) * step]
-                for e in range(per_block):
-                    buf[c, block + e] = value
+                block = start + per_block * k * dst_blk
+                value = buf[interleaved(src + (8 * q + k) * step, c, cores, shift)]
+                if block & (per_block - 1) == 0:   # a whole block lies in one granule
+                    out = interleaved(block, c, cores, shift)
+                    for e in range(per_block):
+                        buf[out + e] = value
+                else:
+                    for e in range(per_block):
+                        buf[interleaved(block + e, c, cores, shift)] = value
 
 
 @njit
-def copy_gm(ubs, gm, bases, slot, to_ub, count, src, dst, length, src_step, dst_step):
-    """A GM <-> UB DataCopy on every core of ubs ([cores, bytes]), core c's GM buffer starting
-    at byte bases[c, slot] of gm: `count` bursts of `length` bytes, burst i from src + i *
-    src_step to dst + i * dst_step (walk.bursts; plain arguments, as a row costs reference
-    counts)."""
-    for c in range(ubs.shape[0]):   # a plain loop: numba's slice assignment copies one by one
-        base = bases[c, slot]
-        if to_ub:
-            for i in range(count):
-                s, d = base + src + i * src_step, dst + i * dst_step
-                dv, sv = ubs[c, d:d + length], gm[s:s + length]
+def copy_gm(ub, cores, gm, bases, slot, to_ub, count, src, dst, length, src_step, dst_step):
+    """A GM <-> UB DataCopy on every core of ub (a block of `cores` interleaved UBs), core c's
+    GM buffer starting at byte bases[c, slot] of gm: `count` bursts of `length` bytes (whole
+    32-byte blocks), burst i from src + i * src_step to dst + i * dst_step (walk.bursts; plain
+    arguments, as a row costs reference counts). One core's bursts are one run each; on
+    several, a burst of whole granules is one run of the block for all of them, which each
+    core's GM bytes fill a granule at a time (whole host cache lines: interleaved 32 bytes at a
+    time, half lines, the backward's GM copies took 60 ms instead of 5); other bursts go a piece
+    at a time."""
+    if cores == 1:
+        base = bases[0, slot]
+        for i in range(count):
+            if to_ub:
+                g, u = base + src + i * src_step, dst + i * dst_step
+            else:
+                u, g = src + i * src_step, base + dst + i * dst_step
+            uv, gv = ub[u:u + length], gm[g:g + length]
+            if to_ub:
                 for k in range(length):
-                    dv[k] = sv[k]
-        else:
-            for i in range(count):
-                s, d = src + i * src_step, base + dst + i * dst_step
-                dv, sv = gm[d:d + length], ubs[c, s:s + length]
+                    uv[k] = gv[k]
+            else:
                 for k in range(length):
-                    dv[k] = sv[k]
+                    gv[k] = uv[k]
+        return
+    for i in range(count):
+        u = dst + i * dst_step if to_ub else src + i * src_step
+        g = src + i * src_step if to_ub else dst + i * dst_step
+        if (u | length) & (GRANULE - 1) == 0:   # whole granules: the burst on every core is
+            at = interleaved(u, 0, cores, G_BYTE)   # one run, each core's granules in turn
+            uv = ub[at:at + length * cores]
+            for c in range(cores):
+                gv = gm[bases[c, slot] + g:bases[c, slot] + g + length]
+                if to_ub:
+                    for j in range(length >> G_BYTE):
+                        for k in range(GRANULE):
+                            uv[GRANULE * (j * cores + c) + k] = gv[GRANULE * j + k]
+                else:
+                    for j in range(length >> G_BYTE):
+                        for k in range(GRANULE):
+                            gv[GRANULE * j + k] = uv[GRANULE * (j * cores + c) + k]
+            continue
+        for c in range(cores):   # a piece at a time, up to the end of each granule
+            gv = gm[bases[c, slot] + g:bases[c, slot] + g + length]
+            j = 0
+            while j < length:
+                m = min(GRANULE - ((u + j) & (GRANULE - 1)), length - j)
+                at = interleaved(u + j, c, cores, G_BYTE)
+                uv = ub[at:at + m]
+                if to_ub:
+                    for k in range(m):
+                        uv[k] = gv[j + k]
+                else:
+                    for k in range(m):
+                        gv[j + k] = uv[k]
+                j += m
 
 
 @njit
-def copy_ub(u64, count, src, dst, length, src_step, dst_step):
-    """A UB -> UB DataCopy on every core of u64 ([cores, UB words]); copy_gm's bursts, in
-    8-byte words."""
-    for c in range(u64.shape[0]):
+def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
+    """A UB -> UB DataCopy on every core of u64 (a block of `cores` interleaved UBs, in 8-byte
+    words); copy_gm's bursts, in words. Bursts of whole granules are one run of the block for
+    every core (each core's words in the order it copies them alone); others go word by word."""
+    if cores == 1 or (src | dst | length | src_step | dst_step) & ((1 << G_WORD) - 1) == 0:
+        for i in range(count):
+            s, d, n = (src + i * src_step) * cores, (dst + i * dst_step) * cores, length * cores
+            dv, sv = u64[d:d + n], u64[s:s + n]
+            for k in range(n):
+                dv[k] = sv[k]
+        return
+    for c in range(cores):
         for i in range(count):
             s, d = src + i * src_step, dst + i * dst_step
-            dv, sv = u64[c, d:d + length], u64[c, s:s + length]
             for k in range(length):
-                dv[k] = sv[k]
+                u64[interleaved(d + k, c, cores, G_WORD)] = u64[interleaved(s + k, c, cores,
+                                                                            G_WORD)]
 
 
 @njit
-def scalar_read(ubs, row):
-    """GetValue on every core of ubs: SRC0 bytes at UB address DST into the scalar register at
-    SRC1."""
-    for c in range(ubs.shape[0]):
+def scalar_read(ub, cores, row):
+    """GetValue on every core of ub (a block of `cores` interleaved UBs): SRC0 bytes at UB
+    address DST into the scalar register at SRC1."""
+    for c in range(cores):
         for k in range(row[SRC0]):
-            ubs[c, row[SRC1] + k] = ubs[c, row[DST] + k]
+            ub[interleaved(row[SRC1] + k, c, cores, G_BYTE)] = ub[interleaved(row[DST] + k, c,
+                                                                               cores, G_BYTE)]
 
 
 @njit
@@ -347,7 +468,7 @@ def execute(ub, gms, program):
     """Run instruction rows in order on one core: its UB and the GM_SLOTS GM buffers (uint8
     arrays). run_schedule with one step and nothing to prefetch (a plain function: see the
     module's docstring)."""
-    run_schedule(ub[None], *gms, program, EVERY_ROW, NO_POINTS, ONE_STEP_POINTS, ONE_STEP,
+    run_schedule(ub, *gms, program, EVERY_ROW, NO_POINTS, ONE_STEP_POINTS, ONE_STEP,
                  ONE_CORE_BASES)
 
 
@@ -361,18 +482,18 @@ ONE_CORE_BASES = np.zeros((1, 1, GM_SLOTS), np.int64)
 
 
 @njit(inline="always")
-def execute_cores(ubs, gms, bases, program, ahead):
-    """Run instruction rows in order on every core of ubs ([cores, bytes]) in lock step: each
-    row on every core, then the next row (each core's own bytes in the same order as alone; the
-    row's decoding and dispatch are paid once for all). Core c's GM buffer of slot k is gms[k]
-    from byte bases[c, k]. Prefetch the next step's GM lines (`ahead`, run_schedule's) on the
-    way."""
-    cores = ubs.shape[0]
+def execute_cores(ub, gms, bases, program, ahead):
+    """Run instruction rows in order on every core of ub (the bytes of a block of interleaved
+    UBs, one for each row of bases) in lock step: each row on every core, then the next row
+    (each core's own bytes in the same order as alone; the row's decoding and dispatch are paid
+    once for all). Core c's GM buffer of slot k is gms[k] from byte bases[c, k]. Prefetch the
+    next step's GM lines (`ahead`, run_schedule's) on the way."""
+    cores = bases.shape[0]
     points, next_bases, cursor = ahead[1], ahead[2], ahead[3]
     prefetches = points.shape[0] * next_bases.shape[0]
-    f32 = ubs.view(np.float32)
-    u16 = ubs.view(np.uint16)
-    u64 = ubs.view(np.uint64)
+    f32 = ub.view(np.float32)
+    u16 = ub.view(np.uint16)
+    u64 = ub.view(np.uint64)
     scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
     flags = np.empty(256, dtype=np.bool_)
     # fields are read as rows[i, FIELD]: a row view (program[i]) costs ~9 ns a row in reference
@@ -390,7 +511,7 @@ def execute_cores(ubs, gms, bases, program, ahead):
             n = rows[i, FLAT]
             if n < 0:
                 for c in range(cores):
-                    walk(f32, u16, c, rows[i])
+                    walk(f32, u16, cores, c, rows[i])
             else:   # element indices by shifts: addresses are non-negative, type-aligned
                 dt, st, op = rows[i, DT_DST], rows[i, DT_SRC], rows[i, OP]
                 d = rows[i, DST] >> element_shift(dt)
@@ -400,38 +521,39 @@ def execute_cores(ubs, gms, bases, program, ahead):
                 # core's own: one core at a time
                 for c in range(cores if at != 0 else 1):
                     on = (c, c + 1) if at != 0 else (0, cores)
-                    s = immediate(dt, bits) if at == 0 else scalar_of(f32, u16, c, dt, at, bits)
+                    s = (immediate(dt, bits) if at == 0
+                         else scalar_of(f32, u16, cores, c, dt, at, bits))
                     if dt == F32 and st == F32:
-                        flat_f32_of(op, f32, on, d, a, b, s, n)
+                        flat_f32_of(op, f32, cores, on, d, a, b, s, n)
                     elif dt == st:   # to half: round to nearest (FLAT is -1 for other modes)
-                        flat_half_of(op, u16, on, d, a, b, s, n, sat)
+                        flat_half_of(op, u16, cores, on, d, a, b, s, n, sat)
                     else:
-                        flat_mixed_of(op, f32, u16, on, dt, d, a, s, n, sat)
+                        flat_mixed_of(op, f32, u16, cores, on, dt, d, a, s, n, sat)
         elif kind == REDUCE:
             for c in range(cores):
-                reduce(f32, u16, c, rows[i], scratch, flags)
+                reduce(f32, u16, cores, c, rows[i], scratch, flags)
         elif kind == COPY:
             direction, count = rows[i, COPY_DIR], rows[i, BLOCK_COUNT]
             src, dst, length, src_step, dst_step = bursts(rows[i, SRC0], rows[i, DST],
                                                           rows[i, BLOCK_LEN], rows[i, SRC_GAP],
                                                           rows[i, DST_GAP])
             if direction == UB_TO_UB:   # 32-byte blocks at 32-byte addresses: 8-byte words
-                copy_ub(u64, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
+                copy_ub(u64, cores, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
                         dst_step >> 3)
             else:
                 slot = rows[i, GM_SLOT]
-                copy_gm(ubs, gms[slot], bases, slot, direction == GM_TO_UB, count, src, dst,
-                        length, src_step, dst_step)
+                copy_gm(ub, cores, gms[slot], bases, slot, direction == GM_TO_UB, count, src,
+                        dst, length, src_step, dst_step)
         elif kind == BROADCAST:
             size = dtype_size(rows[i, DT_DST])
             brcb = (rows[i, DST] // size, rows[i, SRC0] // size, rows[i, SRC0_BLK],
                     rows[i, REPEAT], rows[i, DST_REP], rows[i, DST_BLK], 32 // size)
             if size == 4:
-                broadcast(f32, *brcb)
+                broadcast(f32, cores, *brcb)
             else:
-                broadcast(u16, *brcb)
+                broadcast(u16, cores, *brcb)
         elif kind == SCALAR_READ:
-            scalar_read(ubs, rows[i])
+            scalar_read(ub, cores, rows[i])
             continue
         else:
             continue  # events do no work to hide a prefetch burst behind
@@ -440,8 +562,9 @@ def execute_cores(ubs, gms, bases, program, ahead):
 
 
 @njit
-def run_schedule(ubs, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases):
-    """Replay recorded steps on the cores of ubs ([cores, bytes]) in lock step: step i runs
+def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases):
+    """Replay recorded steps in lock step on the cores of ub, a block of bases.shape[1]
+    interleaved UBs (lngb.runtime.schedule.interleave; one core's UB as it is): step i runs
     program programs[i] with core c's GM buffer of slot k at byte bases[i, c, k] of gm<k>. Step
     programs hold GM offsets relative to their bases (lngb.runtime.schedule), and the caller has
     checked every base plus the program's GM extent against the buffers' sizes.
@@ -463,6 +586,6 @@ def run_schedule(ubs, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, pr
         instructions = 0
         for r in range(program.shape[0]):
             instructions += program[r, KIND] != EVENT and program[r, KIND] != SCALAR_READ
-        ahead = upcoming.shape[0] * ubs.shape[0]
+        ahead = upcoming.shape[0] * bases.shape[1]
         cursor[0], cursor[1] = 0, -(-ahead // max(instructions, 1))
-        execute_cores(ubs, gms, bases[i], program, (gms, upcoming, bases[j], cursor))
+        execute_cores(ub, gms, bases[i], program, (gms, upcoming, bases[j], cursor))

@@ -26,6 +26,23 @@ def element_shift(code):
     return 2 if code == F32 else 1
 
 
+# A block of several cores' UBs interleaves them a granule at a time: granule k of every core in
+# core order, then granule k + 1 (lngb.runtime.schedule.interleave), so that a row's lanes in
+# one granule on every core are one run of memory, and a core's DataCopy burst lands in whole
+# host cache lines. (At 256 bytes, a 64-lane row whose operands lie 128 bytes apart in
+# their granules, as the 950 backward's do, would go lane by lane.) Its elements, as log2:
+GRANULE = 128
+G_F32, G_HALF, G_BYTE, G_WORD = 5, 6, 7, 4   # floats, halves, bytes, 8-byte words
+
+
+@njit(inline="always")
+def interleaved(x, core, cores, shift):
+    """Where element x of core `core` lies in a block of `cores` interleaved UBs whose granules
+    hold 1 << shift such elements; x itself for one core. Element x of core c lies c << shift
+    after core 0's."""
+    return (((x >> shift) * cores + core) << shift) | (x & ((1 << shift) - 1))
+
+
 @njit(inline="always")
 def lanes_per_repeat(row):
     """Lanes of one 256-byte repeat: set by the wider of the two types."""
