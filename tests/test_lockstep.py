@@ -11,7 +11,7 @@ from lngb.runtime import schedule as scheduling
 from lngb.vector_ops.footprint import footprint
 from lngb.vector_ops.program import (COPY, COPY_DIR, DST, ELEMENTWISE, EVENT, FLAT, GM_SLOTS,
                                      GM_TO_UB, KIND, N_COLS, REDUCE, BROADCAST, SCALAR_AT,
-                                     SCALAR_READ, SRC0, SRC1, UB_TO_GM, UB_TO_UB)
+                                     SCALAR_READ, SOURCES, SRC0, SRC1, UB_TO_GM, UB_TO_UB)
 from lngb.vector_ops.table import TABLE
 from lngb.vector_ops.walk import GRANULE
 
@@ -76,8 +76,8 @@ def separate_ubs(count, nbytes):
 
 
 def ubs_at_odd_stride(count, nbytes):
-    """Rows of one block, but 4 bytes apart: the executor's uint64 view of a block needs whole
-    8-byte words, so these cores replay one at a time."""
+    """Rows of one block, but 4 bytes apart: lock step interleaves whole granules
+    (walk.GRANULE bytes), so these cores replay one at a time."""
     return [row[:nbytes] for row in np.zeros((count, nbytes + 4), np.uint8)]
 
 
@@ -182,11 +182,16 @@ SHIFTS = (0, 32, 64, 96)   # bytes: operands at every 32-byte place of a 128-byt
 
 def shifted(row, rng, nbytes):
     """The row with each UB operand moved by one of SHIFTS, or None if it would then leave
-    the UB (footprint.footprint's bounds)."""
+    the UB (footprint.footprint's bounds). An element-wise row's operands it does not read
+    stay its dst (as the wrappers name them)."""
     moved = row.copy()
     if moved[KIND] == ELEMENTWISE:
-        for col in (DST, SRC0, SRC1):
-            moved[col] += rng.choice(SHIFTS)
+        moved[DST] += rng.choice(SHIFTS)
+        for k, col in enumerate((SRC0, SRC1)):
+            moved[col] = moved[col] + rng.choice(SHIFTS) if moved[SOURCES] > k else moved[DST]
+    elif moved[KIND] in (REDUCE, BROADCAST):
+        moved[DST] += rng.choice(SHIFTS)
+        moved[SRC0] += rng.choice(SHIFTS)
     elif moved[KIND] == COPY:
         ub_cols = {GM_TO_UB: (DST,), UB_TO_GM: (SRC0,), UB_TO_UB: (DST, SRC0)}[moved[COPY_DIR]]
         for col in ub_cols:
@@ -276,6 +281,9 @@ def test_lock_step_on_blocks_left_by_jobs_before_gives_the_same_bits(monkeypatch
     monkeypatch.setattr(scheduling, "_SPARE_BLOCKS",
                         [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(2)])
     lngb.clear_caches()
+    assert scheduling._SPARE_BLOCKS == []   # clear_caches drops them
+    monkeypatch.setattr(scheduling, "_SPARE_BLOCKS",
+                        [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(2)])
     _, reused = run_backward("atlas-350", np.float32, 2)
     assert len(scheduling._SPARE_BLOCKS) == 2
     for a, b in zip(fresh, reused):

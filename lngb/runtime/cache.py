@@ -182,9 +182,15 @@ def set_cache_limit(nbytes):
     STORE.set_limit(int(nbytes))
 
 
+ALSO_CLEARED = []   # functions clear_caches calls too: what is kept outside the store
+
+
 def clear_caches():
-    """Empty every cache (recorded programs, plans, tilings, validated calls)."""
+    """Empty every cache (recorded programs, plans, tilings, validated calls) and what
+    ALSO_CLEARED names (lock step's spare blocks)."""
     STORE.clear()
+    for clear in ALSO_CLEARED:
+        clear()
 
 
 def cache_info():

@@ -1,6 +1,7 @@
 """The exact UB bytes an instruction row reads and writes, from the same walk as the kernels
 (masked-off lanes are neither read nor written), one rule per family. The sanitizer's shadow
-memory, the trace's byte counts and the debugger's watchpoints use it."""
+memory, the trace's byte counts, the debugger's watchpoints and lock step's interleaved copies
+(`touched`) use it."""
 import numpy as np
 
 from .._jit import njit

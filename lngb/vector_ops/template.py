@@ -70,7 +70,7 @@ def flat_f32_LANE(f32, cores, on, d, a, b, s, n):
     """Contiguous float operands (element indices d, a, b) on the cores on[0] <= c < on[1] of
     f32, a block of `cores` interleaved UBs (walk.interleaved). One core: one run. Several: a
     piece of the row at a time, up to the end of any operand's granule, on each core in turn;
-    a whole granule on every core is one run of the block. A one-lane piece (the 950's per-row
+    a whole granule on every core is one run of the block. A one-lane row (the 950's per-row
     scalars) is read and written in place on each core, no loop to enter. Each core's lanes keep
     their order."""
     size, first, count = 1 << G_F32, on[0], on[1] - on[0]
@@ -419,8 +419,9 @@ def copy_gm(ub, cores, gm, bases, slot, to_ub, count, src, dst, length, src_step
 @njit
 def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
     """A UB -> UB DataCopy on every core of u64 (a block of `cores` interleaved UBs, in 8-byte
-    words); copy_gm's bursts, in words. Bursts of whole granules are one run of the block for
-    every core (each core's words in the order it copies them alone); others go word by word."""
+    words); copy_gm's bursts, in words. Bursts of whole granules, whole granules apart, are one
+    run of the block for every core (each core's words in the order it copies them alone);
+    others go word by word."""
     if cores == 1 or (src | dst | length | src_step | dst_step) & ((1 << G_WORD) - 1) == 0:
         for i in range(count):
             s, d, n = (src + i * src_step) * cores, (dst + i * dst_step) * cores, length * cores

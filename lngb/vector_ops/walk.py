@@ -29,8 +29,9 @@ def element_shift(code):
 # A block of several cores' UBs interleaves them a granule at a time: granule k of every core in
 # core order, then granule k + 1 (lngb.runtime.schedule.interleave), so that a row's lanes in
 # one granule on every core are one run of memory, and a core's DataCopy burst lands in whole
-# host cache lines. (At 256 bytes, a 64-lane row whose operands lie 128 bytes apart in
-# their granules, as the 950 backward's do, would go lane by lane.) Its elements, as log2:
+# host cache lines. (At 256 bytes, a 64-lane row whose operands lie 128 bytes apart in their
+# granules, as a third of the 950 backward's do, would never be one loop of all cores.) Its
+# elements, as log2:
 GRANULE = 128
 G_F32, G_HALF, G_BYTE, G_WORD = 5, 6, 7, 4   # floats, halves, bytes, 8-byte words
 
