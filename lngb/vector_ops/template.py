@@ -60,7 +60,7 @@ from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, CO
                                      UB_TO_UB)
 from lngb.vector_ops.walk import (GRANULE, G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous,
                                   dtype_size, element_shift, interleaved, lane_active,
-                                  lane_index, lanes_per_repeat, repeat_count)
+                                  lane_index, lanes_per_repeat, piece, repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
@@ -82,13 +82,7 @@ def flat_f32_LANE(f32, cores, on, d, a, b, s, n):
         return
     i = 0
     while i < n:
-        m, runs, length, step = n - i, 1, n - i, 0
-        if cores > 1:
-            m = min(size - ((d + i) & (size - 1)), size - ((a + i) & (size - 1)),
-                    size - ((b + i) & (size - 1)), n - i)   # up to any operand's granule end
-            runs, length, step = count, m, size
-            if m == size and count == cores:
-                runs, length = 1, size * cores
+        m, runs, length, step = piece(d + i, a + i, b + i, n - i, cores, count, size)
         di, ai, bi = (interleaved(d + i, first, cores, G_F32),
                       interleaved(a + i, first, cores, G_F32),
                       interleaved(b + i, first, cores, G_F32))
@@ -124,21 +118,15 @@ def run_f32_LANE(f32, d, a, b, s, n):
 
 @njit
 def flat_half_LANE(u16, cores, on, d, a, b, s, n, sat):
-    """Contiguous half operands on the cores `on` of u16, flat_f32_LANE's pieces (a granule
-    holds twice as many halves), each result rounded to nearest half (rows in a directed round mode take the
-    walk: walk.flat_elements). One loop per run, vectorised behind LLVM's overlap check (in
-    place, it runs lane by lane): flat_f32_LANE's in-place variants, with each instruction's
-    half conversions, made the first compile ~8 s longer."""
+    """Contiguous half operands on the cores `on` of u16, in flat_f32_LANE's pieces (a granule
+    holds twice as many halves), each result rounded to nearest half (rows in a directed round
+    mode take the walk: walk.flat_elements). One loop per run, vectorised behind LLVM's overlap
+    check (in place, it runs lane by lane): flat_f32_LANE's in-place variants, with each
+    instruction's half conversions, made the first compile ~8 s longer."""
     size, first, count = 1 << G_HALF, on[0], on[1] - on[0]
     i = 0
     while i < n:
-        m, runs, length, step = n - i, 1, n - i, 0
-        if cores > 1:
-            m = min(size - ((d + i) & (size - 1)), size - ((a + i) & (size - 1)),
-                    size - ((b + i) & (size - 1)), n - i)   # up to any operand's granule end
-            runs, length, step = count, m, size
-            if m == size and count == cores:
-                runs, length = 1, size * cores
+        m, runs, length, step = piece(d + i, a + i, b + i, n - i, cores, count, size)
         di, ai, bi = (interleaved(d + i, first, cores, G_HALF),
                       interleaved(a + i, first, cores, G_HALF),
                       interleaved(b + i, first, cores, G_HALF))

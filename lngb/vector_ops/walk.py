@@ -45,6 +45,21 @@ def interleaved(x, core, cores, shift):
 
 
 @njit(inline="always")
+def piece(d, a, b, n, cores, count, size):
+    """(lanes, runs, lanes a run, step between runs) of the next piece of an element-wise row
+    whose operands' next lanes are elements d, a, b, n lanes left, on `count` of the `cores` of
+    an interleaved block with `size` elements to a granule: one run for one core; else the
+    lanes up to any operand's granule end, a run on each core a granule apart, or, a whole
+    granule on every core, one run of them all."""
+    if cores == 1:
+        return n, 1, n, 0
+    m = min(size - (d & (size - 1)), size - (a & (size - 1)), size - (b & (size - 1)), n)
+    if m == size and count == cores:
+        return m, 1, size * cores, 0
+    return m, count, m, size
+
+
+@njit(inline="always")
 def lanes_per_repeat(row):
     """Lanes of one 256-byte repeat: set by the wider of the two types."""
     return 64 if row[DT_DST] == F32 or row[DT_SRC] == F32 else 128
