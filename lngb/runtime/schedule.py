@@ -7,9 +7,10 @@ checked modes). `plan` records each distinct step once per state (a `Planner` pe
 one `Recorded`) and lists each core's schedule of (program, GM bases) per phase; `replay` runs
 the schedules in jitted, GIL-free calls (`kernels.run_schedule`) on `threads` OS threads, one
 core to a call or, where the plan's rows are short, up to LOCKSTEP alike cores in lock step
-(`lockstep_jobs`) on a copy of their UBs interleaved 128 bytes at a time (`interleave`), so that
-a row's lanes on all of them are a few runs of memory. Results do not depend on the thread count or
-on lock step: each core has its own UB, and the cores of a phase never read what another writes.
+(`lockstep_jobs`) on a copy of their UBs interleaved 128 bytes at a time (`interleave`), so
+that a row's lanes on all of them are a few runs of memory. Results do not depend on the thread
+count or on lock step: each core has its own UB, and the cores of a phase never read what
+another writes.
 """
 import itertools
 import threading

@@ -59,8 +59,9 @@ from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, CO
                                      SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, SRC_GAP,
                                      UB_TO_UB)
 from lngb.vector_ops.walk import (GRANULE, G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous,
-                                  dtype_size, element_shift, interleaved, lane_active,
-                                  lane_index, lanes_per_repeat, piece, repeat_count)
+                                  dtype_size, element_shift, granule_left, interleaved,
+                                  lane_active, lane_index, lanes_per_repeat, piece,
+                                  repeat_count)
 
 
 # --- per lane --------------------------------------------------------------------------------
@@ -154,8 +155,7 @@ def flat_mixed_LANE(f32, u16, cores, on, dt, d, a, s, n, sat):
     while i < n:
         m, runs = n - i, 1
         if cores > 1:
-            m = min((1 << dshift) - ((d + i) & ((1 << dshift) - 1)),
-                    (1 << ashift) - ((a + i) & ((1 << ashift) - 1)), n - i)
+            m = min(granule_left(d + i, 1 << dshift), granule_left(a + i, 1 << ashift), n - i)
             runs = count
         di, ai = interleaved(d + i, first, cores, dshift), interleaved(a + i, first, cores, ashift)
         for r in range(runs):
@@ -356,24 +356,18 @@ def copy_gm(ub, cores, gm, bases, slot, to_ub, count, src, dst, length, src_step
     core's GM bytes fill a granule at a time (whole host cache lines: interleaved 32 bytes at a
     time, half lines, the backward's GM copies took 60 ms instead of 5); other bursts go a piece
     at a time."""
-    if cores == 1:
-        base = bases[0, slot]
-        for i in range(count):
-            if to_ub:
-                g, u = base + src + i * src_step, dst + i * dst_step
-            else:
-                u, g = src + i * src_step, base + dst + i * dst_step
-            uv, gv = ub[u:u + length], gm[g:g + length]
+    for i in range(count):   # u, g: the burst's UB address, its GM offset from a core's base
+        u = dst + i * dst_step if to_ub else src + i * src_step
+        g = src + i * src_step if to_ub else dst + i * dst_step
+        if cores == 1:
+            uv, gv = ub[u:u + length], gm[bases[0, slot] + g:bases[0, slot] + g + length]
             if to_ub:
                 for k in range(length):
                     uv[k] = gv[k]
             else:
                 for k in range(length):
                     gv[k] = uv[k]
-        return
-    for i in range(count):
-        u = dst + i * dst_step if to_ub else src + i * src_step
-        g = src + i * src_step if to_ub else dst + i * dst_step
+            continue
         if (u | length) & (GRANULE - 1) == 0:   # whole granules: the burst on every core is
             at = interleaved(u, 0, cores, G_BYTE)   # one run, each core's granules in turn
             uv = ub[at:at + length * cores]
@@ -392,7 +386,7 @@ def copy_gm(ub, cores, gm, bases, slot, to_ub, count, src, dst, length, src_step
             gv = gm[bases[c, slot] + g:bases[c, slot] + g + length]
             j = 0
             while j < length:
-                m = min(GRANULE - ((u + j) & (GRANULE - 1)), length - j)
+                m = min(granule_left(u + j, GRANULE), length - j)
                 at = interleaved(u + j, c, cores, G_BYTE)
                 uv = ub[at:at + m]
                 if to_ub:

@@ -45,6 +45,12 @@ def interleaved(x, core, cores, shift):
 
 
 @njit(inline="always")
+def granule_left(x, size):
+    """Elements from x to the end of its granule (`size` elements, a power of two)."""
+    return size - (x & (size - 1))
+
+
+@njit(inline="always")
 def piece(d, a, b, n, cores, count, size):
     """(lanes, runs, lanes a run, step between runs) of the next piece of an element-wise row
     whose operands' next lanes are elements d, a, b, n lanes left, on `count` of the `cores` of
@@ -53,7 +59,7 @@ def piece(d, a, b, n, cores, count, size):
     granule on every core, one run of them all."""
     if cores == 1:
         return n, 1, n, 0
-    m = min(size - (d & (size - 1)), size - (a & (size - 1)), size - (b & (size - 1)), n)
+    m = min(granule_left(d, size), granule_left(a, size), granule_left(b, size), n)
     if m == size and count == cores:
         return m, 1, size * cores, 0
     return m, count, m, size
