@@ -6,7 +6,10 @@ results are cached on disk so a warm process starts fast, and kernels release th
 import numba
 import numpy as np
 
+from .disk_cache import install_locator
+
 JIT_OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
+install_locator()   # before anything is jitted: lngb's functions are cached in lngb's directory
 
 
 def njit(func=None, **overrides):
@@ -39,9 +42,39 @@ def host_converts_half():
 # never holds code compiled for the other choice
 HARDWARE_HALF = not numba.config.DISABLE_JIT and host_converts_half()
 
+# The executor calls each instruction's loops and each kernel family out of line, through a
+# table of helpers (vector_ops.helpers): C functions, compiled or loaded from the disk cache the
+# first time a program needs them, of one of two signatures. Compiled, a helper is the C
+# function's address (an int64 of the table) and an array goes as a pointer (the UB with its
+# size); in pure Python it is the Python function, called with the arrays.
+# - A row helper (the walk, a family), call_row(helper, ub, rows, i, cores, scratch, flags): ub
+#   the block of `cores` interleaved UBs (uint8), rows[i] the row it runs, scratch and flags the
+#   work space of 256 float32 and 256 bool.
+# - A run helper (an instruction's contiguous loops), call_run(helper, ub, d, a, b, s, n, runs,
+#   dstep, sstep, dt, sat): runs of n lanes (vector_ops.loops).
+_t = numba.types
+ROW_HELPER = _t.void(_t.CPointer(_t.uint8), _t.int64, _t.CPointer(_t.int64), _t.int64,
+                     _t.CPointer(_t.float32), _t.CPointer(_t.boolean))
+RUN_HELPER = _t.void(_t.CPointer(_t.uint8), _t.int64, _t.int64, _t.int64, _t.int64, _t.float32,
+                     *[_t.int64] * 6)
+
+
+def c_helper(entry, signature):
+    """The C function (a numba.cfunc, cached on disk) of a helper's entry point: a module-level
+    function of pointers that calls its body with carrays (see vector_ops.loops)."""
+    options = {k: v for k, v in JIT_OPTIONS.items() if k != "nogil"}
+    return numba.cfunc(signature, **options)(entry)
+
+
 if numba.config.DISABLE_JIT:
     def prefetch(array, offset):
         """No-op in pure Python."""
+
+    def call_row(helper, ub, rows, i, cores, scratch, flags):
+        helper(ub, rows[i], cores, scratch, flags)
+
+    def call_run(helper, ub, *scalars):
+        helper(ub, *scalars)
 
     def half_bits_to_float(bits):
         return np.float32(np.uint16(int(bits) & 0xFFFF).view(np.float16))
@@ -70,6 +103,36 @@ else:
             return context.get_dummy_value()
         return types.void(array, types.intp), codegen
 
+    def _call(context, builder, signature, address, arguments):
+        c_types = [context.get_value_type(t) for t in signature.args]
+        function = builder.inttoptr(address, ir.FunctionType(ir.VoidType(), c_types).as_pointer())
+        builder.call(function, [builder.bitcast(a, t) if a.type != t else a
+                                for a, t in zip(arguments, c_types)])
+
+    @intrinsic
+    def call_row(typingctx, address, ub, rows, i, cores, scratch, flags):
+        """Call the row helper at `address` (ROW_HELPER) on row i of rows."""
+        def codegen(context, builder, signature, args):
+            ub_, rows_, scratch_, flags_ = [
+                context.make_array(signature.args[k])(context, builder, args[k])
+                for k in (1, 2, 5, 6)]
+            row = builder.gep(rows_.data, [builder.mul(args[3],
+                                                       builder.extract_value(rows_.shape, 1))])
+            _call(context, builder, ROW_HELPER, args[0],
+                  [ub_.data, ub_.nitems, row, args[4], scratch_.data, flags_.data])
+            return context.get_dummy_value()
+        return types.void(address, ub, rows, i, cores, scratch, flags), codegen
+
+    @intrinsic
+    def call_run(typingctx, address, ub, d, a, b, s, n, runs, dstep, sstep, dt, sat):
+        """Call the run helper at `address` (RUN_HELPER)."""
+        def codegen(context, builder, signature, args):
+            ub_ = context.make_array(signature.args[1])(context, builder, args[1])
+            scalars = [context.cast(builder, value, given, wanted) for value, given, wanted
+                       in zip(args[2:], signature.args[2:], RUN_HELPER.args[2:])]
+            _call(context, builder, RUN_HELPER, args[0], [ub_.data, ub_.nitems, *scalars])
+            return context.get_dummy_value()
+        return types.void(address, ub, d, a, b, s, n, runs, dstep, sstep, dt, sat), codegen
 
     @intrinsic
     def half_bits_to_float(typingctx, bits):

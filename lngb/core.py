@@ -30,6 +30,7 @@ from .runtime.cache import Cache, Exact, plain_key
 from .tensor import UB_POSITIONS, LocalTensor, pop_core, push_core
 from .vector_ops.events import issue_event
 from .vector_ops.program import DST, EVENT, GM_SLOT, GM_SLOTS, KIND, OP, SRC0, SRC1, register_after
+from .vector_ops import executor
 from .vector_ops.table import TABLE
 from .vector_ops.types import HardEvent, MaskMode, Pipe
 
@@ -320,7 +321,7 @@ class AICore:
             gms = self.gms
             if gm is not None and gms[row[GM_SLOT]] is not gm:
                 gms = gms[:row[GM_SLOT]] + (gm,) + gms[row[GM_SLOT] + 1:]
-            TABLE.kernels.execute(self.ub, gms, row.reshape(1, -1))
+            executor.execute(self.ub, gms, row.reshape(1, -1))
         self._advance(row)
         for retire in self._retires:
             retire(record)
@@ -346,7 +347,7 @@ class AICore:
         try:
             for observer in self._observers:
                 observer.check_program(program)
-            TABLE.kernels.execute(self.ub, gms, program.rows)
+            executor.execute(self.ub, gms, program.rows)
             self.seq += len(program.rows)
             self.set_state(program.end_state)
             self.last_program = program
@@ -360,7 +361,7 @@ class AICore:
         identical earlier call (runtime.memo); `register` = register_after(its row)."""
         self.acquire()
         try:
-            TABLE.kernels.execute(self.ub, self.gms, rows)
+            executor.execute(self.ub, self.gms, rows)
             self.seq += 1
             mode, self.mask_high, self.mask_low = register
             self.mask_mode = MASK_MODES[mode]

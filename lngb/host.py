@@ -24,7 +24,7 @@ from .runtime.recording import read_only
 from .runtime.cache import SETUP_BYTES, Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
-from .vector_ops.table import TABLE
+from .vector_ops import executor
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
 EMULATE_SETUPS = Cache("emulate setups")
@@ -280,7 +280,7 @@ def replay_fresh(config, key, gms):
     for message in program.warnings:
         warn(message)
     ub = np.zeros(core_bytes(product.ub_size), np.uint8)
-    TABLE.kernels.execute(ub, gms, program.rows)
+    executor.execute(ub, gms, program.rows)
     return partial(AICore.replayed, config, ub, program), program
 
 

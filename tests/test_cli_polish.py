@@ -3,8 +3,6 @@
 message."""
 import json
 import os
-import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +14,8 @@ import pytest
 import lngb
 from lngb import sweeps
 from lngb.cli import golden_report, main, ulps, version
+from lngb import disk_cache
+from lngb.vector_ops import executor, helpers
 from lngb.vector_ops.table import TABLE
 
 F32 = np.float32
@@ -196,34 +196,45 @@ def test_golden_report_and_ulps():
 
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="nothing is compiled without the JIT")
 def test_a_cold_compile_says_so_once(tmp_path):
-    """A fresh directory for the generated executor (LNGB_GENERATED_DIR) means a cold Numba
-    cache: the first process says it is compiling, the next does not. The instructions' loop
-    modules and their cache are copied in from this process's (the message is about the entry
-    point; compiling every loop again took about 25 s more)."""
-    seed_loop_modules(tmp_path)
-    env = dict(os.environ, LNGB_GENERATED_DIR=str(tmp_path))
-    code = ("import lngb, numpy as np; x = np.ones((1, 8, 8), np.float32); lngb.emulate(x, x); "
-            "y = np.ones((2, 8, 64), np.float32); lngb.emulate_operator(y, y, block_dim=2)")
+    """A helper missing from Numba's disk cache is compiled in the first process that needs it,
+    which says so in one line, and loaded by the next, which says nothing. The rest of the cache
+    is this process's, copied to a fresh NUMBA_CACHE_DIR (compiling it all took ~10 s)."""
+    x = np.ones((1, 8, 8), np.float32)
+    lngb.emulate(x, x)   # the cache holds what the child runs
+    copy = tmp_path / "lngb"
+    for directory in (disk_cache.numba_dir() / disk_cache.SOURCES_FINGERPRINT[:16],
+                      disk_cache.generated_dir()):
+        shutil.copytree(directory, copy / directory.relative_to(disk_cache.root()),
+                        copy_function=copy_if_there)
+    add = helpers.loops_module(TABLE["Add"]).__name__
+    dropped = list(copy.rglob(f"{add}.run_f32_entry-*.nbi"))
+    assert len(dropped) == 1, "Add's float loops are not in the cache: the test needs rewriting"
+    dropped[0].unlink()
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    code = "import lngb, numpy as np; x = np.ones((1, 8, 8), np.float32); lngb.emulate(x, x)"
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=300) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
-    # one line: the one-core run and the multi-core replay share one jitted entry point
-    assert runs[0].stderr.splitlines() == ["lngb: compiling kernels (first run only)..."]
+    assert runs[0].stderr.splitlines() == [
+        "lngb: compiling Add's float loops (first use only, about 1 s)..."]
     assert runs[1].stderr == ""
 
 
-def seed_loop_modules(directory):
-    """Copy the generated modules the executor imports (each instruction's loops) and their
-    Numba cache files into `directory`, keeping the sources' times (Numba's index checks them);
-    the executor module itself is left out, so its cache there is cold."""
-    executor = pathlib.Path(TABLE.kernels.__file__)
-    names = re.findall(r"^from (lngb_kernels_\w+) import", executor.read_text(), re.M)
-    assert names, "the executor imports no loop modules: the test needs rewriting"
-    (directory / "__pycache__").mkdir()
-    for name in names:
-        shutil.copy2(executor.parent / f"{name}.py", directory)
-        for cached in (executor.parent / "__pycache__").glob(f"{name}.*.nb[ic]"):
-            try:   # (another process may be replacing one: Numba writes a file then renames it)
-                shutil.copy2(cached, directory / "__pycache__")
-            except FileNotFoundError:
-                pass
+def copy_if_there(source, destination):
+    try:   # (another process may be replacing it: Numba writes a file then renames it)
+        shutil.copy2(source, destination)
+    except FileNotFoundError:
+        pass
+
+
+def test_the_executors_cold_compile_is_announced(monkeypatch):
+    """The first run of a process whose executor is in no disk cache says it compiles it."""
+    heard = []
+    monkeypatch.setattr(executor, "_announced", [])
+    monkeypatch.setattr(executor, "compiled_on_disk", lambda: False)
+    monkeypatch.setattr(helpers, "COMPILE_LISTENERS", [heard.append])
+    x = np.ones((1, 8, 8), np.float32)
+    lngb.emulate(x, x)
+    lngb.emulate(x, x)
+    assert heard == [f"lngb: compiling the executor (first use only, about "
+                     f"{helpers.ESTIMATE_S['executor']} s)..."]

@@ -24,7 +24,7 @@ from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.footprint import touched
-from ..vector_ops.table import TABLE
+from ..vector_ops import executor
 from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
 from .cache import ALSO_CLEARED, Cache, cache_key
 from .recording import pad_gms
@@ -321,7 +321,7 @@ def replay(plan, cores, gms, threads):
     job (the executor decodes and dispatches each row once for all of them)."""
     for message in plan.warnings:
         warn(message)
-    run_schedule = TABLE.kernels.run_schedule
+    run_schedule = executor.run_schedule
     gms = [pad_gms(g) for g in gms]
     # cores that run alone need no shared block (working it out costs ~0.3 ms on 48 cores); in a
     # plan with a phase in lock step, the other phase's one-core jobs use it too (the same bytes)

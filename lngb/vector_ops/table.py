@@ -7,17 +7,10 @@ function (`lanes.py`). The wrappers, the executor's dispatch, the footprint walk
 model, the trace and the tests read it. Opcodes are handed out in table order.
 
 Adding an instruction = its entry (in BUILTIN, or `TABLE.register(entry)` at run time) + its
-lane function + its golden rows in the tests. The executor for the table as it is
-(`TABLE.kernels`: `execute`, and `run_schedule`, its one jitted entry point) lives in a small
-module generated from the table into a file, so that Numba can cache it (see `_generate`).
+lane function + its golden rows in the tests. The executor (executor.py) runs every table: an
+instruction's loops are compiled the first time one of its rows runs (helpers.py), so
+registering one compiles nothing until it is used.
 """
-import hashlib
-import importlib.util
-import inspect
-import os
-import pathlib
-import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
@@ -26,6 +19,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from . import binary, brcb, cast, copy, duplicate, lanes, reduce, scalar, unary
+from .helpers import HELPERS, lane_fingerprint
 from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, NOT_VECTOR, REDUCE, SCALAR_READ
 from .types import Pipe
 
@@ -152,7 +146,7 @@ BUILTIN = (
 
 
 class Table:
-    """The entries by name and by opcode, the wrappers, and the generated dispatcher."""
+    """The entries by name and by opcode, and the wrappers."""
 
     def __init__(self, entries):
         self._lock = threading.RLock()
@@ -160,7 +154,6 @@ class Table:
         self.by_name = {}
         self.by_opcode = {}
         self._wrappers = {}
-        self._kernels = None
         self._next_opcode = 1   # never reused: cached rows keep the opcode they were made with
         for entry in entries:
             self.register(entry)
@@ -174,7 +167,7 @@ class Table:
                 if entry.lane is None:
                     raise InvalidArgumentError(f"{entry.name}: an element-wise instruction needs "
                                                "a lane function")
-                _fingerprint(entry.lane)
+                lane_fingerprint(entry.lane)
                 if len({d == s for d, s in entry.dtypes}) > 1:
                     raise InvalidArgumentError(
                         f"{entry.name}: an element-wise instruction's (dst, src) dtype pairs must "
@@ -184,7 +177,6 @@ class Table:
             self._next_opcode += 1
             self.entries.append(entry)
             self.by_name[entry.name] = self.by_opcode[entry.opcode] = entry
-            self._kernels = None
             if entry.family.make_wrapper is None:
                 return None
             wrapper = self._wrappers[entry.name] = entry.family.make_wrapper(entry)
@@ -196,7 +188,7 @@ class Table:
             self.entries.remove(entry)
             del self.by_opcode[entry.opcode]
             self._wrappers.pop(name, None)
-            self._kernels = None
+            HELPERS.forget(entry.opcode)
 
     def __getitem__(self, name):
         return self.by_name[name]
@@ -209,160 +201,10 @@ class Table:
 
     @property
     def kernels(self):
-        """The generated executor module of the table as it is now (template.py):
-        `execute(ub, gms, rows)`, `run_schedule(...)`."""
-        kernels = self._kernels
-        if kernels is None:
-            with self._lock:
-                if self._kernels is None:
-                    *loops, executor = _generate(self.entries)
-                    for source in loops:   # each instruction's loops, imported by the executor
-                        _load(source)
-                    self._kernels = _load(executor)
-                    announce_compile(self._kernels.run_schedule, "kernels")   # every run needs it
-                kernels = self._kernels
-        return kernels
-
-
-def announce_compile(function, what):
-    """A line on stderr before the first call of jitted `function` compiles it (its disk cache is
-    cold and this process has not compiled it)."""
-    if not getattr(function, "signatures", ()) and not _cached(function):
-        print(f"lngb: compiling {what} (first run only)...", file=sys.stderr)
-
-
-def _cached(function):
-    """Whether Numba's disk cache holds `function` already (its index file exists); a plain
-    Python function (NUMBA_DISABLE_JIT) needs no compiling."""
-    cache = getattr(function, "_cache", None)
-    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    return index is None or os.path.exists(index)
-
-
-def _fingerprint(lane):
-    """What a lane's compiled code depends on: its module's source file (helpers included), or,
-    for a lane defined where there is no file (a REPL), its bytecode."""
-    function = getattr(lane, "py_func", lane)
-    if not callable(function) or not hasattr(function, "__code__"):
-        raise InvalidArgumentError(f"the lane function {lane!r} is not a jitted Python function")
-    try:
-        return pathlib.Path(inspect.getsourcefile(function)).read_bytes()
-    except (TypeError, OSError):
-        pass
-
-    def code_bytes(code):
-        parts = [code.co_code, repr(code.co_names).encode()]
-        for const in code.co_consts:
-            parts.append(code_bytes(const) if inspect.iscode(const) else repr(const).encode())
-        return b"".join(parts)
-    return code_bytes(function.__code__)
-
-
-TEMPLATE = pathlib.Path(__file__).with_name("template.py")
-# every file the generated module's code comes from (the helpers it calls are compiled into it)
-EXECUTOR_SOURCES = [pathlib.Path(__file__).with_name(name) for name in (
-    "template.py", "kernels.py", "walk.py", "half.py", "lanes.py", "program.py", "types.py")] + [
-    pathlib.Path(__file__).parent.parent / "_jit.py"]
-PLACEHOLDER_LANE = "from lngb.vector_ops.lanes import add as lane_LANE\n"
-
-
-def _section(template, title, next_title):
-    return template[template.index(f"# --- {title}"):template.index(f"# --- {next_title}")]
-
-
-def _generate(entries):
-    """The sources of the table's executor modules from template.py, the executor's last. First
-    one module per element-wise instruction: its lane (a global its loops call directly) and the
-    section "per lane" (or "per mixed lane") with LANE = its opcode. Each is cached on disk on its
-    own, so a new table compiles only its new instructions' loops (and the executor). Then the
-    executor module: it imports those loops, and holds `lane_of` and the `flat_*_of` loops
-    dispatching on the opcode, and the executor section. Each module carries a fingerprint of the
-    sources its code comes from (lanes included) in a comment, and the executor module names the
-    others by the hashes of theirs, so that any change to them makes new modules (and new disk
-    caches)."""
-    template = TEMPLATE.read_text()
-    imports = template[template.index("import numpy"):template.index("# --- per lane")]
-    per_lane = _section(template, "per lane", "per mixed lane")
-    per_mixed_lane = _section(template, "per mixed lane", "dispatch")
-    executor = template[template.index("# --- executor"):]
-    chain = [e for e in entries if e.family.kind == ELEMENTWISE]
-    mixed = {e.opcode for e in chain if all(d != s for d, s in e.dtypes)}
-    sources = [p.read_bytes() for p in EXECUTOR_SOURCES]
-    header = ['"""Generated by lngb.vector_ops.table from template.py and the instruction table; '
-              'do not edit."""', imports.replace(PLACEHOLDER_LANE, "").rstrip()]
-    modules, imported = [], []
-    for e in chain:
-        op = e.opcode
-        fingerprint = hashlib.sha1(b"".join([*sources, _fingerprint(e.lane)])).hexdigest()
-        section = per_mixed_lane if op in mixed else per_lane
-        module = "\n".join([*header, "from lngb.vector_ops.table import TABLE", "",
-                            f"# the sources of these loops and their lane: {fingerprint}",
-                            f"lane_{op} = TABLE.by_opcode[{op}].lane  # {e.name}", "", "",
-                            section.replace("LANE", str(op)) + f"# ({e.name})\n"])
-        modules.append(module)
-        loops = [f"flat_mixed_{op}"] if op in mixed else [f"flat_f32_{op}", f"flat_half_{op}"]
-        imported.append(f"from {_module_name(module)} import {', '.join([f'lane_{op}', *loops])}"
-                        f"  # {e.name}")
-    executor_fingerprint = hashlib.sha1(b"".join(sources)).hexdigest()
-    lines = [*header, "", f"# the sources of the executor: {executor_fingerprint}", *imported, "", ""]
-    lines += ["# --- dispatch", "", "@njit", "def lane_of(op, a, b, s):"]
-    lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
-              f"        return lane_{e.opcode}(a, b, s)" for k, e in enumerate(chain)]
-    same = [e for e in chain if e.opcode not in mixed]
-    lines += ["    return np.float32(0.0)"]
-    # one dispatcher per pair of types calls each instruction's loops (their own functions: with
-    # every loop inlined in one function, a row cost ~30 ns more); the dispatchers themselves are
-    # inlined where they are called (as functions, each held one more copy of the loops' code)
-    for name, args, entries in (
-            ("flat_f32", "f32, cores, on, d, a, b, s, n", same),
-            ("flat_half", "u16, cores, on, d, a, b, s, n, sat", same),
-            ("flat_mixed", "f32, u16, cores, on, dt, d, a, s, n, sat",
-             [e for e in chain if e.opcode in mixed])):
-        lines += ["", "", "@njit(inline=\"always\")", f"def {name}_of(op, {args}):"]
-        lines += [f"    {'if' if k == 0 else 'elif'} op == {e.opcode}:  # {e.name}\n"
-                  f"        {name}_{e.opcode}({args})" for k, e in enumerate(entries)]
-        if not entries:
-            lines += ["    pass"]
-    return [*modules, "\n".join(lines) + "\n\n\n" + executor]
-
-
-def _generated_dirs():
-    if os.environ.get("LNGB_GENERATED_DIR"):
-        yield pathlib.Path(os.environ["LNGB_GENERATED_DIR"])
-    yield pathlib.Path(__file__).parent / "__pycache__" / "generated"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    yield pathlib.Path(base) / "lngb"
-    yield pathlib.Path(tempfile.gettempdir()) / f"lngb-{os.getuid() if hasattr(os, 'getuid') else 0}"
-
-
-def _module_name(source):
-    return "lngb_kernels_" + hashlib.sha1(source.encode()).hexdigest()[:16]
-
-
-def _load(source):
-    """Import the generated source from a file named by its hash (written once, atomically, and
-    never rewritten, so Numba's disk cache of it stays valid)."""
-    name = _module_name(source)
-    if name in sys.modules:
-        return sys.modules[name]
-    for directory in _generated_dirs():
-        path = directory / f"{name}.py"
-        try:
-            if not path.exists() or path.read_text() != source:
-                directory.mkdir(parents=True, exist_ok=True)
-                fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
-                with os.fdopen(fd, "w") as f:
-                    f.write(source)
-                os.replace(temporary, path)
-        except OSError:
-            continue
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-    raise OSError("lngb: no writable directory for the generated instruction dispatcher (set "
-                  "LNGB_GENERATED_DIR)")
+        """The executor (executor.py: `execute(ub, gms, rows)`, `run_schedule(...)`), which
+        runs every table: each instruction's loops are compiled when a row first needs them."""
+        from . import executor
+        return executor
 
 
 TABLE = Table(BUILTIN)

@@ -51,18 +51,19 @@ def granule_left(x, size):
 
 
 @njit(inline="always")
-def piece(d, a, b, n, cores, count, size):
-    """(lanes, runs, lanes a run, step between runs) of the next piece of an element-wise row
+def piece(d, a, b, n, cores, count, dshift, sshift):
+    """(lanes, runs, lanes a run, dst step, src step) of the next piece of an element-wise row
     whose operands' next lanes are elements d, a, b, n lanes left, on `count` of the `cores` of
-    an interleaved block with `size` elements to a granule: one run for one core; else the
-    lanes up to any operand's granule end, a run on each core a granule apart, or, a whole
-    granule on every core, one run of them all."""
+    an interleaved block whose granules hold 1 << dshift dst and 1 << sshift src elements: one
+    run for one core; else the lanes up to any operand's granule end, a run on each core a
+    granule apart, or, a whole granule on every core (one type), one run of them all."""
     if cores == 1:
-        return n, 1, n, 0
-    m = min(granule_left(d, size), granule_left(a, size), granule_left(b, size), n)
-    if m == size and count == cores:
-        return m, 1, size * cores, 0
-    return m, count, m, size
+        return n, 1, n, 0, 0
+    m = min(granule_left(d, 1 << dshift), granule_left(a, 1 << sshift),
+            granule_left(b, 1 << sshift), n)
+    if dshift == sshift and m == 1 << dshift and count == cores:
+        return m, 1, m * cores, 0, 0
+    return m, count, m, 1 << dshift, 1 << sshift
 
 
 @njit(inline="always")

@@ -1,0 +1,160 @@
+"""The kernel families the executor calls out of line, each compiled the first time a program
+runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
+PairReduceSum) and the block broadcasts (Brcb, DuplicateLane). Each is a body (ub, row, cores,
+scratch, flags) on every core of ub, a block of `cores` interleaved UBs (walk.interleaved), and
+its C entry point `<body>_entry` of pointers (see loops.py)."""
+import numpy as np
+from numba import carray
+
+from .._jit import njit
+from .half import narrow_rint, widen
+from .kernels import RINT, load, store
+from .lanes import add
+from .program import (DST, DST_BLK, DST_REP, DT_DST, EMPTY_GROUPS, EMPTY_ZERO, F32, GROUP_UNIT,
+                      GROUP_WIDTH, COUNTER, MASK0, N_COLS, REPEAT, SAT, SRC0, SRC0_BLK,
+                      SRC0_REP)
+from .walk import (G_BYTE, G_F32, G_HALF, contiguous, dtype_size, element_shift, interleaved,
+                   lane_active, lane_index, repeat_count)
+
+
+@njit
+def reductions(ub, row, cores, scratch, flags):
+    f32, u16 = ub.view(np.float32), ub.view(np.uint16)
+    for c in range(cores):
+        reduce(f32, u16, cores, c, row, scratch, flags)
+
+
+@njit
+def broadcasts(ub, row, cores, scratch, flags):
+    size = dtype_size(row[DT_DST])
+    brcb = (row[DST] // size, row[SRC0] // size, row[SRC0_BLK], row[REPEAT], row[DST_REP],
+            row[DST_BLK], 32 // size)
+    if size == 4:
+        broadcast(ub.view(np.float32), cores, *brcb)
+    else:
+        broadcast(ub.view(np.uint16), cores, *brcb)
+
+
+def reductions_entry(ub, nbytes, row, cores, scratch, flags):
+    reductions(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
+               carray(flags, 256))
+
+
+def broadcasts_entry(ub, nbytes, row, cores, scratch, flags):
+    broadcasts(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
+               carray(flags, 256))
+
+
+@njit
+def round_sum(a, b, code, sat):
+    total = add(a, b, a)
+    if code == F32:
+        return total
+    return widen(narrow_rint(total, sat))
+
+
+@njit(inline="always")
+def tree_sum(values, present, v, p, start, width, code, sat):
+    """Binary tree of adjacent pairs over values[start:start+width]; masked lanes are absent.
+    v and p are scratch of `width` entries (the tree is built in them, so nothing allocates).
+
+    Returns (sum, any lane present). A node with one absent child passes the other through.
+    """
+    for i in range(width):
+        v[i] = values[start + i]
+        p[i] = present[start + i]
+    n = width
+    while n > 1:
+        for i in range(n // 2):
+            a, b = v[2 * i], v[2 * i + 1]
+            pa, pb = p[2 * i], p[2 * i + 1]
+            if pa and pb:
+                v[i] = round_sum(a, b, code, sat)
+            elif pa:
+                v[i] = a
+            else:
+                v[i] = b
+            p[i] = pa or pb
+        n //= 2
+    return v[0], p[0]
+
+
+@njit
+def reduce(f32, u16, cores, core, row, scratch, flags):
+    """Sums of groups of GROUP_WIDTH lanes, GROUP_UNIT outputs per unit of dstRepStride, on core
+    `core` of f32, u16 (a block of `cores` interleaved UBs). scratch (float32) and flags (bool),
+    256 entries each, are the caller's work space."""
+    dt = row[DT_DST]
+    size = dtype_size(dt)
+    shift = G_BYTE - element_shift(dt)
+    epr = 256 // size
+    sat = row[SAT] != 0
+    width, unit = row[GROUP_WIDTH], row[GROUP_UNIT]
+    values, v = scratch[:128], scratch[128:]
+    present, p = flags[:128], flags[128:]
+    dst = row[DST] // size
+    if (dt == F32 and row[COUNTER] == 0 and row[MASK0] == -1 and width == 64
+            and contiguous(size, row[SRC0_BLK], row[SRC0_REP], epr)
+            and (cores == 1 or (row[SRC0] >> 2) & ((1 << G_F32) - 1) == 0)):
+        # whole float repeats read in a row (ReduceSumImpl's first level): no lane bookkeeping
+        src = row[SRC0] // size
+        for r in range(repeat_count(row, epr)):
+            for g in range(0, 64, 1 << G_F32):   # the repeat's granules on this core
+                at = interleaved(src + 64 * r + g, core, cores, G_F32)
+                for e in range(1 << G_F32):
+                    values[g + e] = f32[at + e]
+            for i in range(32):
+                v[i] = add(values[2 * i], values[2 * i + 1], v[0])
+            n = 32
+            while n > 1:
+                n //= 2
+                for i in range(n):
+                    v[i] = add(v[2 * i], v[2 * i + 1], v[0])
+            f32[interleaved(dst + r * row[DST_REP] * unit, core, cores, G_F32)] = v[0]
+        return
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):
+            present[e] = lane_active(row, r, e, epr)
+            if present[e]:
+                values[e] = load(f32, u16, dt, interleaved(lane_index(
+                    row[SRC0], size, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, shift))
+        for k in range(epr // width):
+            total, any_present = tree_sum(values, present, v, p, k * width, width, dt, sat)
+            out = interleaved(dst + r * row[DST_REP] * unit + k, core, cores, shift)
+            if any_present:
+                store(f32, u16, dt, out, total, RINT, sat)
+            elif row[EMPTY_GROUPS] == EMPTY_ZERO:
+                store(f32, u16, dt, out, np.float32(0.0), RINT, sat)
+
+
+@njit
+def broadcast(buf, cores, dst, src, step, repeat, dst_rep, dst_blk, per_block):
+    """Brcb on every core of buf (the elements of a block of `cores` interleaved UBs): element
+    (8q + k) * step of src fills the 32-byte block k of repeat q of dst (element indices of
+    buf's type; step = SRC0_BLK: 1 for Brcb, 0 for DuplicateLane). A DuplicateLane repeat at a
+    granule's start is whole granules on each core, each granule of every core one slice. Each
+    core's bytes change in the order they do alone."""
+    shift = G_F32 if per_block == 8 else G_HALF
+    size = 1 << shift
+    for q in range(repeat):
+        start = dst + per_block * q * dst_rep
+        if step == 0 and dst_blk == 1 and start & (size - 1) == 0:
+            for g in range(0, 8 * per_block, size):   # granule g of every core: one slice
+                out = interleaved(start + g, 0, cores, shift)
+                granules = buf[out:out + size * cores]
+                for c in range(cores):
+                    value = buf[interleaved(src, c, cores, shift)]
+                    for e in range(size):
+                        granules[size * c + e] = value
+            continue
+        for c in range(cores):
+            for k in range(8):
+                block = start + per_block * k * dst_blk
+                value = buf[interleaved(src + (8 * q + k) * step, c, cores, shift)]
+                if block & (per_block - 1) == 0:   # a whole block lies in one granule
+                    out = interleaved(block, c, cores, shift)
+                    for e in range(per_block):
+                        buf[out + e] = value
+                else:
+                    for e in range(per_block):
+                        buf[interleaved(block + e, c, cores, shift)] = value

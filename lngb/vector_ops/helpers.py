@@ -1,0 +1,221 @@
+"""The executor's helper table: what runs each kind of row, compiled on first use.
+
+The executor (executor.py) runs DataCopys, GetValues and events itself, and calls everything
+else out of line through `HELPERS.addresses`, the way QEMU's TCG calls its helpers: an element-
+wise row, the helper of its instruction and variant (`variant_of`: the lane walk, or the
+contiguous loops of its types), at [opcode, variant]; a reduction or a block broadcast, its
+family's, at [0, REDUCTIONS] and [0, BROADCASTS] (no instruction has opcode 0). An entry is
+0 until a row needs it: the executor then stops before that row and returns its index, and the
+caller installs the helper (`install`) and resumes there. Installing compiles the helper, or
+loads it from Numba's disk cache (a few ms), so a process compiles only what its programs run,
+and registering an instruction compiles nothing until one of its rows runs.
+
+Compiled, an entry is the address of the helper's C function (`_jit.c_helper`); under
+NUMBA_DISABLE_JIT, the Python function itself.
+"""
+import hashlib
+import importlib.util
+import inspect
+import os
+import pathlib
+import sys
+import tempfile
+import threading
+
+import numba
+import numpy as np
+
+from .. import disk_cache
+from .._jit import ROW_HELPER, RUN_HELPER, c_helper, njit
+from ..errors import InvalidArgumentError
+from . import families
+from .program import BROADCAST, DT_DST, DT_SRC, ELEMENTWISE, F32, FLAT, KIND, OP, REDUCE
+
+# an instruction's helpers (loops.py), by column
+WALK, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
+VARIANT_NAMES = ("walk", "run_f32", "run_half", "run_mixed")
+VARIANT_WHAT = {"walk": "lane walk", "run_f32": "float loops", "run_half": "half loops",
+                "run_mixed": "loops"}
+REDUCTIONS, BROADCASTS = 0, 1   # the families' columns in row 0
+FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts"}
+
+
+@njit(inline="always")
+def variant_of(flat, dt, st):
+    """The helper of an element-wise row: its contiguous loops (FLAT >= 0) by its types, else
+    the lane walk."""
+    if flat < 0:
+        return WALK
+    if dt == F32 and st == F32:
+        return RUN_F32
+    return RUN_HALF if dt == st else RUN_MIXED
+
+
+def slot_of(row):
+    """[row, column] of HELPERS.addresses that runs an instruction row, or None for the rows the
+    executor runs itself."""
+    kind = int(row[KIND])
+    if kind == ELEMENTWISE:
+        variant = getattr(variant_of, "py_func", variant_of)
+        return int(row[OP]), variant(int(row[FLAT]), int(row[DT_DST]), int(row[DT_SRC]))
+    if kind == REDUCE:
+        return 0, REDUCTIONS
+    if kind == BROADCAST:
+        return 0, BROADCASTS
+    return None
+
+
+class Helpers:
+    """The table of helpers, filled on first use (see the module's docstring)."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._compiled = {}   # slot -> its C function (kept alive: the table holds its address)
+        dtype = object if numba.config.DISABLE_JIT else np.int64
+        self.addresses = np.zeros((256, len(VARIANT_NAMES)), dtype)
+
+    def install(self, row):
+        """Compile (or load) the helper that runs `row`, if the table lacks it."""
+        slot = slot_of(row)
+        if slot is None:
+            return
+        with self._lock:
+            opcode, column = slot
+            self._grow(opcode)
+            if _filled(self.addresses[slot]):
+                return
+            if opcode == 0:
+                module, name, what = families, FAMILY_NAMES[column], FAMILY_NAMES[column]
+            else:
+                from .table import TABLE
+                entry = TABLE.by_opcode[opcode]
+                module, name = loops_module(entry), VARIANT_NAMES[column]
+                what = f"{entry.name}'s {VARIANT_WHAT[name]}"
+            self.addresses[slot] = self._compile(module, name, what)
+
+    def _compile(self, module, name, what):
+        if numba.config.DISABLE_JIT:
+            return getattr(module, name)
+        function = self._compiled.get((module.__name__, name))
+        if function is None:
+            entry = getattr(module, name + "_entry")
+            announce_compile(what, ESTIMATE_S[name], cached=_cached(entry))
+            signature = RUN_HELPER if name.startswith("run_") else ROW_HELPER
+            function = self._compiled[(module.__name__, name)] = c_helper(entry, signature)
+        return function.address
+
+    def _grow(self, opcode):
+        rows = self.addresses.shape[0]
+        if opcode >= rows:
+            grown = np.zeros((max(2 * rows, opcode + 1), self.addresses.shape[1]),
+                             self.addresses.dtype)
+            grown[:rows] = self.addresses
+            self.addresses = grown
+
+    def forget(self, opcode):
+        """An instruction left the table: its row of helpers goes too (opcodes are never
+        reused)."""
+        with self._lock:
+            if opcode < self.addresses.shape[0]:
+                self.addresses[opcode] = 0
+
+    def compiled(self):
+        """The helpers this process has installed: [(module, helper name)]."""
+        return sorted(self._compiled)
+
+
+HELPERS = Helpers()
+
+
+def _filled(entry):
+    return not (isinstance(entry, (int, np.integer)) and entry == 0)
+
+
+# the CPU seconds a cold compile of each helper took on the 2-core machine (the notice's estimate)
+ESTIMATE_S = {"walk": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 2,
+              "broadcasts": 1, "executor": 3}
+COMPILE_LISTENERS = []   # callables (message) that show compile notices; stderr when empty
+
+
+def announce_compile(what, seconds, cached):
+    """One line before a cold compile (nothing in Numba's disk cache): what, and about how long."""
+    if cached:
+        return
+    message = f"lngb: compiling {what} (first use only, about {seconds} s)..."
+    for listener in COMPILE_LISTENERS or [lambda m: print(m, file=sys.stderr, flush=True)]:
+        listener(message)
+
+
+def _cached(python_function):
+    """Whether Numba's disk cache holds a compiled form of the module-level `python_function`
+    (its index file exists)."""
+    from numba.core.caching import FunctionCache
+    try:
+        index = FunctionCache(python_function)._cache_file._index_path
+    except Exception:   # no locator: it cannot be cached, so it compiles
+        return False
+    return os.path.exists(index)
+
+
+# --- each element-wise instruction's loop module -----------------------------------------------
+
+LOOPS = pathlib.Path(__file__).with_name("loops.py")
+PLACEHOLDER_LANE = "from lngb.vector_ops.lanes import add as lane\n"
+
+
+def lane_fingerprint(lane):
+    """What a lane's compiled code depends on: its module's source file (helpers included), or,
+    for a lane defined where there is no file (a REPL), its bytecode."""
+    function = getattr(lane, "py_func", lane)
+    if not callable(function) or not hasattr(function, "__code__"):
+        raise InvalidArgumentError(f"the lane function {lane!r} is not a jitted Python function")
+    try:
+        return pathlib.Path(inspect.getsourcefile(function)).read_bytes()
+    except (TypeError, OSError):
+        pass
+
+    def code_bytes(code):
+        parts = [code.co_code, repr(code.co_names).encode()]
+        for const in code.co_consts:
+            parts.append(code_bytes(const) if inspect.iscode(const) else repr(const).encode())
+        return b"".join(parts)
+    return code_bytes(function.__code__)
+
+
+def loops_source(entry):
+    """loops.py with `lane` bound to the instruction's lane function (the module's only
+    difference), and a fingerprint of the lane's source in a comment: the module's file is
+    named by a hash of its source, so a changed lane makes a new module and a new disk cache
+    (a change to lngb's own jitted sources changes every cached function's stamp:
+    disk_cache.SOURCES_FINGERPRINT)."""
+    source = LOOPS.read_text()
+    if PLACEHOLDER_LANE not in source:
+        raise AssertionError("loops.py lost its placeholder lane import")
+    fingerprint = hashlib.sha1(lane_fingerprint(entry.lane)).hexdigest()
+    binding = ("from lngb.vector_ops.table import TABLE\n"
+               f"lane = TABLE.by_opcode[{entry.opcode}].lane  # {entry.name}; its source: "
+               f"{fingerprint}\n")
+    return ('"""Generated by lngb.vector_ops.helpers from loops.py; do not edit."""\n'
+            + source.replace(PLACEHOLDER_LANE, binding))
+
+
+def loops_module(entry):
+    """The loop module of element-wise instruction `entry` (made and imported once)."""
+    source = loops_source(entry)
+    name = "lngb_loops_" + hashlib.sha1(source.encode()).hexdigest()[:16]
+    if name in sys.modules:
+        return sys.modules[name]
+    directory = disk_cache.generated_dir()
+    path = directory / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        # written once, atomically, and never rewritten, so Numba's disk cache of it stays valid
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(temporary, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
