@@ -9,7 +9,7 @@ import lngb
 from lngb.backward import prepare_backward
 from lngb.core import AICore
 from lngb.runtime import schedule as scheduling
-from lngb.vector_ops.footprint import footprint
+from lngb.vector_ops.footprint import extents, footprint
 from lngb.vector_ops.program import (COPY, COPY_DIR, DST, ELEMENTWISE, EVENT, FLAT, GM_SLOTS,
                                      GM_TO_UB, KIND, N_COLS, REDUCE, BROADCAST, SCALAR_AT,
                                      SCALAR_READ, SOURCES, SRC0, SRC1, UB_TO_GM, UB_TO_UB)
@@ -253,7 +253,7 @@ def test_interleave_moves_only_the_given_granules_and_back(monkeypatch):
 
 
 def test_touched_runs_cover_every_byte_a_row_uses():
-    """The granules a plan's phase touches, by footprint.touched: element-wise operands, a
+    """The granules a plan's phase touches, by footprint.extents: element-wise operands, a
     scalar register operand, and GetValue's source and register."""
     rows = np.zeros((3, N_COLS), np.int64)
     lngb.clear_caches()
@@ -271,6 +271,34 @@ def test_touched_runs_cover_every_byte_a_row_uses():
                getvalue[0, SRC1]):
         assert used[at // GRANULE]
     assert used.sum() < len(used)
+
+
+@pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_extents_cover_every_byte_footprint_finds(product, dtype):
+    """footprint.extents (which granules lock step copies) covers every byte footprint's exact
+    walk finds for each row of the backward's plan, as recorded and with its operands moved
+    across a granule, and the registers of GetValue and scalar operands."""
+    rng = np.random.default_rng(seed_of("extents", product, dtype))
+    result, _ = run_backward(product, dtype, threads=2)
+    nbytes = result.cores[0].ub.size
+    rows = [r for row in result.plan.rows for r in (row, shifted(row, rng, nbytes))
+            if r is not None and r[KIND] != EVENT]
+    if numba.config.DISABLE_JIT:
+        rows = rows[::29]
+    marks = np.zeros(nbytes + 4096, np.uint8)
+    for row in rows:
+        bounds = np.array([nbytes, 0], np.int64)
+        footprint(row, marks, marks, bounds)
+        if row[KIND] == SCALAR_READ:
+            marks[row[DST]:row[DST] + row[SRC0]] = marks[row[SRC1]:row[SRC1] + row[SRC0]] = 1
+        if row[KIND] == ELEMENTWISE and row[SCALAR_AT]:
+            marks[row[SCALAR_AT] - 1:row[SCALAR_AT] + 3] = 1
+        covered = np.zeros_like(marks)
+        for lo, hi in zip(*extents(row)):
+            covered[lo:hi] = 1
+        assert not np.any(marks & ~covered), row
+        marks[:] = 0
 
 
 def test_lock_step_on_blocks_left_by_jobs_before_gives_the_same_bits(monkeypatch):

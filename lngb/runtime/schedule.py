@@ -23,7 +23,7 @@ from .._jit import njit
 from ..errors import InvalidArgumentError, OutOfBoundsError, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
-from ..vector_ops.footprint import touched
+from ..vector_ops.footprint import extents
 from ..vector_ops import executor
 from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
 from .cache import ALSO_CLEARED, Cache, cache_key
@@ -241,10 +241,17 @@ def lockstep_width(rows):
 
 def touched_runs(rows, nbytes):
     """[first, last) runs of the granules (walk.GRANULE bytes) of a core's `nbytes` of memory
-    that the rows read or write (footprint.touched), as an [runs, 2] array."""
-    marks = np.zeros(nbytes, np.uint8)
-    touched(rows, marks)
-    used = np.concatenate([[False], marks.reshape(-1, GRANULE).any(axis=1), [False]])
+    that cover every byte the rows may read or write (footprint.extents), as an [runs, 2]
+    array."""
+    granules = nbytes // GRANULE
+    lo, hi = extents(rows)
+    keep = hi > lo
+    starts = np.minimum(lo[keep] // GRANULE, granules)
+    ends = np.minimum((hi[keep] + GRANULE - 1) // GRANULE, granules)
+    depth = np.zeros(granules + 1, np.int64)
+    np.add.at(depth, starts, 1)
+    np.add.at(depth, ends, -1)
+    used = np.concatenate([[False], np.cumsum(depth[:-1]) > 0, [False]])
     edges = np.flatnonzero(used[1:] != used[:-1])
     return edges.reshape(-1, 2).astype(np.int64)
 
@@ -254,7 +261,7 @@ def interleave(ubs, runs):
     time: granule k of every core in core order, then granule k + 1 (walk.interleaved, what the
     executor indexes for several cores). Only the granules of `runs` (touched_runs) are copied
     in: the others hold what a job before left there (a block given back with `release`), or
-    zeros, and the executor, which touches only what footprint.touched marks, never sees them."""
+    zeros, and the executor, which touches only bytes footprint.extents covers, never sees them."""
     block = None
     with _SPARE_LOCK:   # (by index: list.remove would compare arrays element-wise)
         for i, spare in enumerate(_SPARE_BLOCKS):

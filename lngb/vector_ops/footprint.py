@@ -1,14 +1,16 @@
 """The exact UB bytes an instruction row reads and writes, from the same walk as the kernels
 (masked-off lanes are neither read nor written), one rule per family. The sanitizer's shadow
-memory, the trace's byte counts, the debugger's watchpoints and lock step's interleaved copies
-(`touched`) use it."""
+memory, the trace's byte counts and the debugger's watchpoints use it. Lock step's interleaved
+copies need less: `extents`, byte ranges that cover every byte of a program's rows, in numpy
+(compiling the exact walk for them cost a multi-core program's first run ~2.5 s)."""
 import numpy as np
 
 from .._jit import njit
-from .program import (BLOCK_COUNT, BROADCAST, COPY, COPY_DIR, DST, DST_BLK, DST_REP, DT_DST, DT_SRC,
-                      ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, GM_TO_UB, GROUP_UNIT, GROUP_WIDTH,
-                      KIND, REDUCE, REPEAT, SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK,
-                      SRC0_REP, SRC1, SRC1_BLK, SRC1_REP, UB_TO_GM)
+from .program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, COPY_DIR, COUNTER, DST, DST_BLK,
+                      DST_GAP, DST_REP, DT_DST, DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, F32,
+                      GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, MASK0, N_COLS, REDUCE, REPEAT,
+                      SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                      SRC1_REP, SRC_GAP, UB_TO_GM)
 from .walk import burst, dtype_size, lane_active, lane_index, lanes_per_repeat, repeat_count
 
 
@@ -35,19 +37,53 @@ def footprint(row, read, written, bounds):
         _blocks(row, read, written, bounds)
 
 
-@njit
-def touched(rows, marks):
-    """Set marks[b] (a uint8 array of a core's memory size) for every byte any of the rows reads
-    or writes: footprint's, and GetValue's and scalar operands' registers."""
-    bounds = np.zeros(2, np.int64)
-    for i in range(rows.shape[0]):
-        row = rows[i]
-        footprint(row, marks, marks, bounds)
-        if row[KIND] == SCALAR_READ:
-            marks[row[DST]:row[DST] + row[SRC0]] = 1
-            marks[row[SRC1]:row[SRC1] + row[SRC0]] = 1
-        elif row[KIND] == ELEMENTWISE and row[SCALAR_AT] != 0:
-            marks[row[SCALAR_AT] - 1:row[SCALAR_AT] + 3] = 1
+def extents(rows):
+    """(lo, hi): [lo, hi) byte ranges that cover every byte the rows may read or write (an
+    [rows, N_COLS] array): each operand's every lane of every repeat executed, masks ignored,
+    DataCopys' UB bursts, GetValue's source and register, scalar register operands. A superset
+    of footprint's bytes, from the same geometry (walk.lane_index: lane e of repeat r of an
+    operand at address + 32 * (r * repStride + (e // lanes a block) * blkStride), 8 blocks a
+    repeat)."""
+    rows = np.asarray(rows, np.int64).reshape(-1, N_COLS)
+    col = rows.T
+    kind = col[KIND]
+    dsize = np.where(col[DT_DST] == F32, 4, 2)
+    ssize = np.where(col[DT_SRC] == F32, 4, 2)
+    epr = np.where(kind == REDUCE, 256 // dsize, np.where((dsize == 4) | (ssize == 4), 64, 128))
+    repeats = np.where(col[COUNTER] != 0, (col[MASK0] + epr - 1) // epr, col[REPEAT])
+    some = repeats > 0
+    ranges = []
+
+    def add(which, lo, hi):
+        ranges.append((lo[which], hi[which]))
+
+    def strided(which, address, blk, rep):
+        add(which, address, address + 32 * rep * (repeats - 1) + 32 * 7 * blk + 32)
+
+    lanes = (kind == ELEMENTWISE) & some
+    strided(lanes, col[DST], col[DST_BLK], col[DST_REP])
+    strided(lanes & (col[SOURCES] >= 1), col[SRC0], col[SRC0_BLK], col[SRC0_REP])
+    strided(lanes & (col[SOURCES] >= 2), col[SRC1], col[SRC1_BLK], col[SRC1_REP])
+    register = (kind == ELEMENTWISE) & (col[SCALAR_AT] != 0)
+    add(register, col[SCALAR_AT] - 1, col[SCALAR_AT] + 3)
+    groups = (kind == REDUCE) & some
+    strided(groups, col[SRC0], col[SRC0_BLK], col[SRC0_REP])
+    outputs = epr // np.maximum(col[GROUP_WIDTH], 1)
+    add(groups, col[DST], col[DST] + dsize * ((repeats - 1) * col[DST_REP] * col[GROUP_UNIT]
+                                              + outputs))
+    blocks = (kind == BROADCAST) & (col[REPEAT] > 0)
+    add(blocks, col[SRC0], col[SRC0] + dsize * ((8 * col[REPEAT] - 1) * col[SRC0_BLK] + 1))
+    add(blocks, col[DST], col[DST] + 32 * ((col[REPEAT] - 1) * col[DST_REP] + 7 * col[DST_BLK])
+        + 32)
+    copies = (kind == COPY) & (col[BLOCK_COUNT] > 0) & (col[BLOCK_LEN] > 0)
+    length = 32 * ((col[BLOCK_COUNT] - 1) * (col[BLOCK_LEN] + col[SRC_GAP]) + col[BLOCK_LEN])
+    add(copies & (col[COPY_DIR] != GM_TO_UB), col[SRC0], col[SRC0] + length)
+    length = 32 * ((col[BLOCK_COUNT] - 1) * (col[BLOCK_LEN] + col[DST_GAP]) + col[BLOCK_LEN])
+    add(copies & (col[COPY_DIR] != UB_TO_GM), col[DST], col[DST] + length)
+    reads = kind == SCALAR_READ
+    add(reads, col[DST], col[DST] + col[SRC0])
+    add(reads, col[SRC1], col[SRC1] + col[SRC0])
+    return (np.concatenate([lo for lo, _ in ranges]), np.concatenate([hi for _, hi in ranges]))
 
 
 @njit

@@ -176,15 +176,14 @@ def burst(row, i):
     return src + i * src_step, dst + i * dst_step, length
 
 
-@njit
 def burst_extent(block_count, block_len, gap):
-    """Bytes from the first to the last byte one side of a DataCopy touches."""
+    """Bytes from the first to the last byte one side of a DataCopy touches (Python: the
+    wrappers' checks)."""
     if block_count == 0 or block_len == 0:
         return 0
     return 32 * ((block_count - 1) * (block_len + gap) + block_len)
 
 
-@njit
 def copy_bytes(row):
     return 32 * row[BLOCK_COUNT] * row[BLOCK_LEN]
 
