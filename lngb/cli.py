@@ -360,6 +360,55 @@ def debug_command(args):
     return 0
 
 
+def _size_text(nbytes):
+    """1536 -> '1.5 KiB'."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+
+
+def _count(files):
+    return f"{files} file" if files == 1 else f"{files} files"
+
+
+MEMORY_CACHES_NOTE = ("(the in-process memory caches are separate and last only as long as a "
+                      "process:\n lngb.cache_info() reports them, lngb.clear_caches() empties "
+                      "them)")
+
+
+def cache_command(args):
+    from . import disk_cache
+    root = disk_cache.root()
+    if args.action == "clear":
+        files, nbytes = disk_cache.files_and_bytes(root)
+        removed = disk_cache.clear()
+        for path in removed:
+            if path == root:
+                print(f"removed {path} ({_count(files)}, {_size_text(nbytes)})")
+            else:
+                print(f"removed {path} (left inside the package by an earlier lngb)")
+        if not removed:
+            print(f"nothing to remove: {root} does not exist")
+        print(MEMORY_CACHES_NOTE)
+        return 0
+    print(f"lngb's disk cache: {root} ({disk_cache.where_root_comes_from()})")
+    rows = [(what, _count(files), _size_text(nbytes),
+             "warm" if warm else "cold (empty)" if files == 0 else "cold", path)
+            for what, path, files, nbytes, warm in disk_cache.info()]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        what, files, size, state, path = row
+        print(f"  {what:<{widths[0]}}  {files:>{widths[1]}}  {size:>{widths[2]}}  "
+              f"{state:<{widths[3]}}  {path}")
+    leftovers = disk_cache.leftovers()
+    if leftovers:
+        print(f"  and {len(leftovers)} Numba files an earlier lngb left inside the package "
+              f"({disk_cache.PACKAGE}): lngb cache clear removes them")
+    print(MEMORY_CACHES_NOTE)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lngb", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -447,6 +496,16 @@ def main(argv=None):
                                       help="step the multi-core operator on this many cores "
                                            "(commands act on the core picked with `focus`)")
     sub.choices["debug"].set_defaults(func=debug_command)
+    p = sub.add_parser("cache", help="where lngb's compiled kernels are cached on disk, how big "
+                                     "and whether warm (info, the default); clear removes them",
+                       description="lngb compiles its kernels on first use and caches them on "
+                                   "disk: in $NUMBA_CACHE_DIR/lngb if NUMBA_CACHE_DIR is set, "
+                                   "else $XDG_CACHE_HOME/lngb or ~/.cache/lngb (a temporary "
+                                   "directory, with a warning, if that cannot be written).")
+    p.add_argument("action", nargs="?", default="info", choices=["info", "clear"],
+                   help="info (the default): each cache's directory, size, file count and "
+                        "whether it is warm; clear: remove them (the next run compiles again)")
+    p.set_defaults(func=cache_command)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

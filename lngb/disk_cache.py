@@ -159,7 +159,16 @@ def install_locator():
     implementation._locator_classes.insert(0, LngbCacheLocator)
 
 
-def _size(directory):
+def where_root_comes_from():
+    """Which rule of the module's docstring gave root(), in words."""
+    if root() != _preferred_root():
+        return f"a temporary directory: {_preferred_root()} cannot be written"
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return "$NUMBA_CACHE_DIR/lngb"
+    return "$XDG_CACHE_HOME/lngb" if os.environ.get("XDG_CACHE_HOME") else "~/.cache/lngb"
+
+
+def files_and_bytes(directory):
     files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
     return len(files), sum(p.stat().st_size for p in files)
 
@@ -176,7 +185,7 @@ def info():
     rows = []
     for what, directory in (("compiled kernels", numba_dir()),
                             ("generated loop modules", generated_dir())):
-        files, size = _size(directory)
+        files, size = files_and_bytes(directory)
         rows.append((what, directory, files, size))
     warm = executor.compiled_on_disk()
     return [(what, path, files, size, warm if what == "compiled kernels" else files > 0)

@@ -7,8 +7,14 @@
   core (`with core:`), so mask and sync calls act on it.
 - When a test that used `lngb_core` in checked mode fails, its report ends with the core's last
   instructions (the sanitizer's findings are the exception itself).
+- lngb's compile notices ("lngb: compiling Add's float loops (first use only, about 1 s)...")
+  go to pytest's terminal, output capture or not, so a test that stalls on a cold compile says
+  why.
 """
 import os
+import sys
+import threading
+from contextlib import nullcontext
 
 import pytest
 
@@ -27,7 +33,30 @@ def pytest_addoption(parser):
                     help="product of the lngb_core fixture (default atlas-a2)")
 
 
+_sessions = []   # the configs of the pytest sessions running (nested under pytester)
+_terminal = threading.Lock()   # a helper compiled on an operator's core thread: one line at a time
+
+
+def _show_compile(message):
+    """A compile notice, on the terminal of the innermost pytest session, capture suspended."""
+    if not _sessions:
+        print(message, file=sys.stderr, flush=True)
+        return
+    config = _sessions[-1]
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with _terminal, capture.global_and_fixture_disabled() if capture else nullcontext():
+        if reporter is not None:
+            reporter.write_line(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+
 def pytest_configure(config):
+    from .vector_ops import helpers
+    if not _sessions:
+        helpers.COMPILE_LISTENERS.append(_show_compile)
+    _sessions.append(config)
     config.addinivalue_line("markers", "lngb(product=None, mode=None): the product and mode of "
                                        "this test's lngb_core and of its lngb calls without mode")
     mode = config.getoption("--lngb-mode", default=None)
@@ -37,6 +66,11 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    from .vector_ops import helpers
+    if config in _sessions:
+        _sessions.remove(config)
+        if not _sessions and _show_compile in helpers.COMPILE_LISTENERS:
+            helpers.COMPILE_LISTENERS.remove(_show_compile)
     if hasattr(config, "_lngb_previous_mode"):
         previous = config._lngb_previous_mode
         if previous is None:
