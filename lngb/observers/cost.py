@@ -22,11 +22,10 @@ from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F16, MASK_SETS,
 from ..vector_ops.program import PIPE as PIPE_COL
 from ..vector_ops.table import TABLE
 from ..vector_ops.types import Pipe
-from ..vector_ops.walk import copy_bytes, repeat_count
+from ..vector_ops.walk import copy_bytes, python, repeat_count
 
 # the jitted geometry's Python bodies: the cost model walks rows as Python lists
-_repeat_count = getattr(repeat_count, "py_func", repeat_count)
-_copy_bytes = getattr(copy_bytes, "py_func", copy_bytes)
+_repeat_count = python(repeat_count)
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ class CostModel:
             rate = v["rates"][entry.name][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
             return float(vector_elements(row) / rate)
         if entry.cost_rule == "copy":
-            nbytes = int(_copy_bytes(row))
+            nbytes = int(copy_bytes(row))
             if row[COPY_DIR] == UB_TO_UB:
                 return float(nbytes / v["ub_copy_bytes_per_cycle"])
             if nbytes == 0:

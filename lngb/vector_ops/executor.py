@@ -2,9 +2,9 @@
 
 `execute(ub, gms, rows)` runs rows on one core; `run_schedule(...)` runs the steps of a
 multi-core schedule (lngb.runtime.schedule), and `run_steps`, the jitted function both call, is
-the one entry point Numba compiles. It runs DataCopys (GM <-> UB, UB -> UB), GetValues and
-events itself, and calls every other row's code out of line through the helper table
-(helpers.py): each element-wise instruction's loops, the reductions, the block broadcasts,
+the one entry point Numba compiles. It runs GM DataCopys and events itself, and calls every
+other row's code out of line through the helper table (helpers.py): each element-wise
+instruction's loops, the reductions, the block broadcasts, UB -> UB DataCopys and GetValues,
 compiled the first time a program runs one of their rows. Only what runs is ever compiled, and
 this module compiles once whatever the table holds: the helpers' addresses are data.
 
@@ -27,13 +27,14 @@ import os
 import numpy as np
 
 from lngb._jit import call_row, call_run, njit, prefetch
-from lngb.vector_ops.helpers import BROADCASTS, ESTIMATE_S, HELPERS, REDUCTIONS, announce_compile, variant_of
-from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, COPY_DIR, DST,
+from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, announce_compile, family_of,
+                                     variant_of)
+from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST,
                                      DST_GAP, DT_DST, DT_SRC, ELEMENTWISE, EVENT, FLAT, GM_SLOT,
-                                     GM_SLOTS, GM_TO_UB, KIND, OP, REDUCE, SAT, SCALAR,
+                                     GM_SLOTS, GM_TO_UB, KIND, OP, SAT, SCALAR,
                                      SCALAR_AT, SCALAR_READ, SRC0, SRC1, SRC_GAP, UB_TO_UB)
 from lngb.vector_ops.kernels import immediate, scalar_of
-from lngb.vector_ops.walk import (G_BYTE, G_WORD, GRANULE, bursts, element_shift, granule_left,
+from lngb.vector_ops.walk import (G_BYTE, GRANULE, bursts, element_shift, granule_left,
                                   interleaved, piece)
 
 DONE = -1   # run_steps' answer when every step ran (else: where it stopped, see run_steps)
@@ -92,37 +93,6 @@ def copy_gm(ub, cores, gm, bases, slot, to_ub, count, src, dst, length, src_step
 
 
 @njit
-def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
-    """A UB -> UB DataCopy on every core of u64 (a block of `cores` interleaved UBs, in 8-byte
-    words); copy_gm's bursts, in words. Bursts of whole granules, whole granules apart, are one
-    run of the block for every core (each core's words in the order it copies them alone);
-    others go word by word."""
-    if cores == 1 or (src | dst | length | src_step | dst_step) & ((1 << G_WORD) - 1) == 0:
-        for i in range(count):
-            s, d, n = (src + i * src_step) * cores, (dst + i * dst_step) * cores, length * cores
-            dv, sv = u64[d:d + n], u64[s:s + n]
-            for k in range(n):
-                dv[k] = sv[k]
-        return
-    for c in range(cores):
-        for i in range(count):
-            s, d = src + i * src_step, dst + i * dst_step
-            for k in range(length):
-                u64[interleaved(d + k, c, cores, G_WORD)] = u64[interleaved(s + k, c, cores,
-                                                                            G_WORD)]
-
-
-@njit
-def scalar_read(ub, cores, row):
-    """GetValue on every core of ub (a block of `cores` interleaved UBs): SRC0 bytes at UB
-    address DST into the scalar register at SRC1."""
-    for c in range(cores):
-        for k in range(row[SRC0]):
-            ub[interleaved(row[SRC1] + k, c, cores, G_BYTE)] = ub[interleaved(row[DST] + k, c,
-                                                                               cores, G_BYTE)]
-
-
-@njit
 def fetch_ahead(ahead):
     """Prefetch the next burst of ahead = (the GM arrays, (slot, byte offset from a step's base)
     points, each core's bases of the next step ([cores, slots]), cursor = [next point, points per
@@ -142,14 +112,15 @@ def fetch_ahead(ahead):
 
 @njit(inline="always")
 def helper_slot(helpers, rows, i):
-    """(row, column) of the helper table for row i (helpers.slot_of); (-1, -1) for an
-    instruction newer than the table (its row is added when it is installed)."""
+    """(row, column) of the helper table for row i, not a GM DataCopy or an event
+    (helpers.slot_of); (-1, -1) for an instruction newer than the table (its row is added when
+    it is installed)."""
     kind, op = rows[i, KIND], rows[i, OP]
     if kind == ELEMENTWISE:
         if op >= helpers.shape[0]:
             return -1, -1
         return op, variant_of(rows[i, FLAT], rows[i, DT_DST], rows[i, DT_SRC])
-    return 0, REDUCTIONS if kind == REDUCE else BROADCASTS
+    return 0, family_of(kind)
 
 
 @njit(inline="always")
@@ -162,7 +133,7 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
     cores = bases.shape[0]
     points, next_bases, cursor = ahead[1], ahead[2], ahead[3]
     prefetches = points.shape[0] * next_bases.shape[0]
-    u64, f32, u16 = ub.view(np.uint64), ub.view(np.float32), ub.view(np.uint16)
+    f32, u16 = ub.view(np.float32), ub.view(np.uint16)
     scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
     flags = np.empty(256, dtype=np.bool_)
     # fields are read as rows[i, FIELD]: a row view (program[i]) costs ~9 ns a row in reference
@@ -170,7 +141,16 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
     rows = program
     for i in range(start, rows.shape[0]):
         kind = rows[i, KIND]
-        if kind == ELEMENTWISE or kind == REDUCE or kind == BROADCAST:
+        if kind == EVENT:
+            continue  # events do no work to hide a prefetch burst behind
+        if kind == COPY and rows[i, COPY_DIR] != UB_TO_UB:
+            src, dst, length, src_step, dst_step = bursts(rows[i, SRC0], rows[i, DST],
+                                                          rows[i, BLOCK_LEN], rows[i, SRC_GAP],
+                                                          rows[i, DST_GAP])
+            slot = rows[i, GM_SLOT]
+            copy_gm(ub, cores, gms[slot], bases, slot, rows[i, COPY_DIR] == GM_TO_UB,
+                    rows[i, BLOCK_COUNT], src, dst, length, src_step, dst_step)
+        else:
             r, c = helper_slot(helpers, rows, i)
             if r < 0 or helpers[r, c] == 0:
                 return i
@@ -178,49 +158,35 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
             n = rows[i, FLAT]
             if kind != ELEMENTWISE or n < 0:
                 call_row(helper, ub, rows, i, cores, scratch, flags)
-                continue
-            # The contiguous loops, in runs (loops.py). Element indices by shifts: addresses are
-            # non-negative, type-aligned. An immediate scalar: all cores in one pass; a scalar
-            # register's value is each core's own (GetValue): one core at a time. Written out
-            # here: as an inlined function, its array arguments cost ~20 ns a row in reference
-            # counts.
-            dt, st, at = rows[i, DT_DST], rows[i, DT_SRC], rows[i, SCALAR_AT]
-            d = rows[i, DST] >> element_shift(dt)
-            a = rows[i, SRC0] >> element_shift(st)
-            b = rows[i, SRC1] >> element_shift(st) if dt == st else a   # Cast reads one source
-            dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
-            for core in range(cores if at != 0 else 1):
-                first, count = (core, 1) if at != 0 else (0, cores)
-                s = (immediate(dt, rows[i, SCALAR]) if at == 0
-                     else scalar_of(f32, u16, cores, core, dt, at, rows[i, SCALAR]))
-                done = 0
-                while done < n:
-                    # the lanes up to any operand's granule end, a run on each core a granule
-                    # apart, or, a whole granule on every core, one run of them all (walk.piece)
-                    m, runs, length, dstep, sstep = piece(d + done, a + done, b + done, n - done,
-                                                          cores, count, dshift, sshift)
-                    call_run(helper, ub, interleaved(d + done, first, cores, dshift),
-                             interleaved(a + done, first, cores, sshift),
-                             interleaved(b + done, first, cores, sshift), s, length, runs,
-                             dstep, sstep, dt, rows[i, SAT])
-                    done += m
-        elif kind == COPY:
-            direction, count = rows[i, COPY_DIR], rows[i, BLOCK_COUNT]
-            src, dst, length, src_step, dst_step = bursts(rows[i, SRC0], rows[i, DST],
-                                                          rows[i, BLOCK_LEN], rows[i, SRC_GAP],
-                                                          rows[i, DST_GAP])
-            if direction == UB_TO_UB:   # 32-byte blocks at 32-byte addresses: 8-byte words
-                copy_ub(u64, cores, count, src >> 3, dst >> 3, length >> 3, src_step >> 3,
-                        dst_step >> 3)
+                if kind == SCALAR_READ:
+                    continue
             else:
-                slot = rows[i, GM_SLOT]
-                copy_gm(ub, cores, gms[slot], bases, slot, direction == GM_TO_UB, count, src,
-                        dst, length, src_step, dst_step)
-        elif kind == SCALAR_READ:
-            scalar_read(ub, cores, rows[i])
-            continue
-        else:
-            continue  # events do no work to hide a prefetch burst behind
+                # The contiguous loops, in runs (loops.py). Element indices by shifts:
+                # addresses are non-negative, type-aligned. An immediate scalar: all cores in
+                # one pass; a scalar register's value is each core's own (GetValue): one core
+                # at a time. Written out here: as an inlined function, its array arguments
+                # cost ~20 ns a row in reference counts.
+                dt, st, at = rows[i, DT_DST], rows[i, DT_SRC], rows[i, SCALAR_AT]
+                d = rows[i, DST] >> element_shift(dt)
+                a = rows[i, SRC0] >> element_shift(st)
+                b = rows[i, SRC1] >> element_shift(st) if dt == st else a   # Cast: one source
+                dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
+                for core in range(cores if at != 0 else 1):
+                    first, count = (core, 1) if at != 0 else (0, cores)
+                    s = (immediate(dt, rows[i, SCALAR]) if at == 0
+                         else scalar_of(f32, u16, cores, core, dt, at, rows[i, SCALAR]))
+                    done = 0
+                    while done < n:
+                        # the lanes up to any operand's granule end, a run on each core a
+                        # granule apart, or, a whole granule on every core, one run of them all
+                        m, runs, length, dstep, sstep = piece(d + done, a + done, b + done,
+                                                              n - done, cores, count, dshift,
+                                                              sshift)
+                        call_run(helper, ub, interleaved(d + done, first, cores, dshift),
+                                 interleaved(a + done, first, cores, sshift),
+                                 interleaved(b + done, first, cores, sshift), s, length, runs,
+                                 dstep, sstep, dt, rows[i, SAT])
+                        done += m
         if cursor[0] < prefetches:   # a call passes its arrays' reference counts: only if due
             fetch_ahead(ahead)
     return DONE

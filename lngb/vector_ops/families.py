@@ -1,8 +1,9 @@
 """The kernel families the executor calls out of line, each compiled the first time a program
 runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
-PairReduceSum) and the block broadcasts (Brcb, DuplicateLane). Each is a body (ub, row, cores,
-scratch, flags) on every core of ub, a block of `cores` interleaved UBs (walk.interleaved), and
-its C entry point `<body>_entry` of pointers (see loops.py)."""
+PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys and GetValue.
+Each is a body (ub, row, cores, scratch, flags) on every core of ub, a block of `cores`
+interleaved UBs (walk.interleaved), and its C entry point `<body>_entry` of pointers (see
+loops.py)."""
 import numpy as np
 from numba import carray
 
@@ -10,11 +11,11 @@ from .._jit import njit
 from .half import narrow_rint, widen
 from .kernels import RINT, load, store
 from .lanes import add
-from .program import (DST, DST_BLK, DST_REP, DT_DST, EMPTY_GROUPS, EMPTY_ZERO, F32, GROUP_UNIT,
-                      GROUP_WIDTH, COUNTER, MASK0, N_COLS, REPEAT, SAT, SRC0, SRC0_BLK,
-                      SRC0_REP)
-from .walk import (G_BYTE, G_F32, G_HALF, contiguous, dtype_size, element_shift, interleaved,
-                   lane_active, lane_index, repeat_count)
+from .program import (BLOCK_COUNT, BLOCK_LEN, COUNTER, DST, DST_BLK, DST_GAP, DST_REP, DT_DST, EMPTY_GROUPS,
+                      EMPTY_ZERO, F32, GROUP_UNIT, GROUP_WIDTH, MASK0, N_COLS, REPEAT, SAT, SRC0, SRC0_BLK,
+                      SRC0_REP, SRC1, SRC_GAP)
+from .walk import (G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous, dtype_size,
+                   element_shift, interleaved, lane_active, lane_index, repeat_count)
 
 
 @njit
@@ -33,6 +34,30 @@ def broadcasts(ub, row, cores, scratch, flags):
         broadcast(ub.view(np.float32), cores, *brcb)
     else:
         broadcast(ub.view(np.uint16), cores, *brcb)
+
+
+@njit
+def ub_copies(ub, row, cores, scratch, flags):
+    """A UB -> UB DataCopy: 32-byte blocks at 32-byte addresses, so 8-byte words."""
+    src, dst, length, src_step, dst_step = bursts(row[SRC0], row[DST], row[BLOCK_LEN],
+                                                  row[SRC_GAP], row[DST_GAP])
+    copy_ub(ub.view(np.uint64), cores, row[BLOCK_COUNT], src >> 3, dst >> 3, length >> 3,
+            src_step >> 3, dst_step >> 3)
+
+
+@njit
+def scalar_reads(ub, row, cores, scratch, flags):
+    scalar_read(ub, cores, row)
+
+
+def ub_copies_entry(ub, nbytes, row, cores, scratch, flags):
+    ub_copies(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
+              carray(flags, 256))
+
+
+def scalar_reads_entry(ub, nbytes, row, cores, scratch, flags):
+    scalar_reads(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
+                 carray(flags, 256))
 
 
 def reductions_entry(ub, nbytes, row, cores, scratch, flags):
@@ -158,3 +183,34 @@ def broadcast(buf, cores, dst, src, step, repeat, dst_rep, dst_blk, per_block):
                 else:
                     for e in range(per_block):
                         buf[interleaved(block + e, c, cores, shift)] = value
+
+
+@njit
+def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
+    """A UB -> UB DataCopy on every core of u64 (a block of `cores` interleaved UBs, in 8-byte
+    words); copy_gm's bursts, in words. Bursts of whole granules, whole granules apart, are one
+    run of the block for every core (each core's words in the order it copies them alone);
+    others go word by word."""
+    if cores == 1 or (src | dst | length | src_step | dst_step) & ((1 << G_WORD) - 1) == 0:
+        for i in range(count):
+            s, d, n = (src + i * src_step) * cores, (dst + i * dst_step) * cores, length * cores
+            dv, sv = u64[d:d + n], u64[s:s + n]
+            for k in range(n):
+                dv[k] = sv[k]
+        return
+    for c in range(cores):
+        for i in range(count):
+            s, d = src + i * src_step, dst + i * dst_step
+            for k in range(length):
+                u64[interleaved(d + k, c, cores, G_WORD)] = u64[interleaved(s + k, c, cores,
+                                                                            G_WORD)]
+
+
+@njit
+def scalar_read(ub, cores, row):
+    """GetValue on every core of ub (a block of `cores` interleaved UBs): SRC0 bytes at UB
+    address DST into the scalar register at SRC1."""
+    for c in range(cores):
+        for k in range(row[SRC0]):
+            ub[interleaved(row[SRC1] + k, c, cores, G_BYTE)] = ub[interleaved(row[DST] + k, c,
+                                                                               cores, G_BYTE)]

@@ -1,10 +1,10 @@
 """The executor's helper table: what runs each kind of row, compiled on first use.
 
-The executor (executor.py) runs DataCopys, GetValues and events itself, and calls everything
-else out of line through `HELPERS.addresses`, the way QEMU's TCG calls its helpers: an element-
+The executor (executor.py) runs GM DataCopys and events itself, and calls everything else out
+of line through `HELPERS.addresses`, the way QEMU's TCG calls its helpers: an element-
 wise row, the helper of its instruction and variant (`variant_of`: the lane walk, or the
-contiguous loops of its types), at [opcode, variant]; a reduction or a block broadcast, its
-family's, at [0, REDUCTIONS] and [0, BROADCASTS] (no instruction has opcode 0). An entry is
+contiguous loops of its types), at [opcode, variant]; a reduction, a block broadcast, a UB -> UB
+DataCopy or a GetValue, its family's, at [0, family_of(kind)] (no instruction has opcode 0). An entry is
 0 until a row needs it: the executor then stops before that row and returns its index, and the
 caller installs the helper (`install`) and resumes there. Installing compiles the helper, or
 loads it from Numba's disk cache (a few ms), so a process compiles only what its programs run,
@@ -29,15 +29,32 @@ from .. import disk_cache
 from .._jit import ROW_HELPER, RUN_HELPER, c_helper, njit
 from ..errors import InvalidArgumentError
 from . import families
-from .program import BROADCAST, DT_DST, DT_SRC, ELEMENTWISE, F32, FLAT, KIND, OP, REDUCE
+from .walk import python
+from .program import (BROADCAST, COPY, COPY_DIR, DT_DST, DT_SRC, ELEMENTWISE, EVENT, F32, FLAT,
+                      KIND, OP, REDUCE, UB_TO_UB)
 
 # an instruction's helpers (loops.py), by column
 WALK, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
 VARIANT_NAMES = ("walk", "run_f32", "run_half", "run_mixed")
 VARIANT_WHAT = {"walk": "lane walk", "run_f32": "float loops", "run_half": "half loops",
                 "run_mixed": "loops"}
-REDUCTIONS, BROADCASTS = 0, 1   # the families' columns in row 0
-FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts"}
+REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS = range(4)   # the families' columns in row 0
+FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts", UB_COPIES: "ub_copies",
+                SCALAR_READS: "scalar_reads"}
+
+FAMILY_WHAT = {"reductions": "the reductions", "broadcasts": "Brcb and DuplicateLane",
+               "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue"}
+
+
+@njit(inline="always")
+def family_of(kind):
+    """The column in row 0 of a row of `kind` that is no element-wise one, GM DataCopy or
+    event."""
+    if kind == REDUCE:
+        return REDUCTIONS
+    if kind == BROADCAST:
+        return BROADCASTS
+    return UB_COPIES if kind == COPY else SCALAR_READS
 
 
 @njit(inline="always")
@@ -56,13 +73,10 @@ def slot_of(row):
     executor runs itself."""
     kind = int(row[KIND])
     if kind == ELEMENTWISE:
-        variant = getattr(variant_of, "py_func", variant_of)
-        return int(row[OP]), variant(int(row[FLAT]), int(row[DT_DST]), int(row[DT_SRC]))
-    if kind == REDUCE:
-        return 0, REDUCTIONS
-    if kind == BROADCAST:
-        return 0, BROADCASTS
-    return None
+        return int(row[OP]), python(variant_of)(int(row[FLAT]), int(row[DT_DST]), int(row[DT_SRC]))
+    if kind == EVENT or (kind == COPY and row[COPY_DIR] != UB_TO_UB):
+        return None
+    return 0, python(family_of)(kind)
 
 
 class Helpers:
@@ -85,7 +99,8 @@ class Helpers:
             if _filled(self.addresses[slot]):
                 return
             if opcode == 0:
-                module, name, what = families, FAMILY_NAMES[column], FAMILY_NAMES[column]
+                module, name = families, FAMILY_NAMES[column]
+                what = FAMILY_WHAT[name]
             else:
                 from .table import TABLE
                 entry = TABLE.by_opcode[opcode]
@@ -133,7 +148,7 @@ def _filled(entry):
 
 # the CPU seconds a cold compile of each helper took on the 2-core machine (the notice's estimate)
 ESTIMATE_S = {"walk": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 2,
-              "broadcasts": 1, "executor": 3}
+              "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "executor": 3}
 COMPILE_LISTENERS = []   # callables (message) that show compile notices; stderr when empty
 
 

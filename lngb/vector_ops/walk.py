@@ -105,7 +105,6 @@ def contiguous(size, blk_stride, rep_stride, epr):
     return blk_stride == 1 and rep_stride * 32 == epr * size
 
 
-@njit(inline="always")
 def prefix_length(mask):
     """k when the mask word has exactly its k lowest bits set (k < 64), else -1. (No mask + 1:
     at 2**63 - 1 it overflows, and numpy warns in pure Python.)"""
@@ -118,7 +117,6 @@ def prefix_length(mask):
     return k if mask == 0 else -1
 
 
-@njit(inline="always")
 def flat_count(row, epr):
     """Elements touched when the active lanes are one run from lane 0 of the first repeat (every
     lane of every repeat, counter mode's count, or one repeat whose mask sets its first lanes),
@@ -138,22 +136,25 @@ def flat_count(row, epr):
     return -1
 
 
-@njit
 def flat_elements(row):
     """An element-wise row's FLAT column: the elements its contiguous loops run (its active
     lanes are one run from lane 0, every operand's lanes follow each other in memory, its types
     are one, or it has one source, and a half result rounds to nearest), else -1: the lane walk.
     Both visit the same lanes in the same order. (Directed roundings to half, rare, take the
-    walk: their code in the loops' functions cost every Cast row ~30 ns.)"""
+    walk: their code in the loops' functions cost every Cast row ~30 ns.) Plain Python, on the
+    row's values as Python ints: only the wrappers call it, at issue (jitted, its first compile
+    cost 0.4-0.6 s, and a call from Python costs as much as this)."""
+    row = row.tolist()
+    size_of, lanes_of, runs_on = map(python, (dtype_size, lanes_per_repeat, contiguous))
     dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
     if dt != F32 and row[ROUND] != ROUND_RINT and row[ROUND] != ROUND_NONE:
         return -1
-    dsize, ssize = dtype_size(dt), dtype_size(st)
-    epr = lanes_per_repeat(row)
+    dsize, ssize = size_of(dt), size_of(st)
+    epr = lanes_of(row)
     n = flat_count(row, epr)
-    if (n >= 0 and contiguous(dsize, row[DST_BLK], row[DST_REP], epr)
-            and (sources < 1 or contiguous(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
-            and (sources < 2 or contiguous(ssize, row[SRC1_BLK], row[SRC1_REP], epr))
+    if (n >= 0 and runs_on(dsize, row[DST_BLK], row[DST_REP], epr)
+            and (sources < 1 or runs_on(ssize, row[SRC0_BLK], row[SRC0_REP], epr))
+            and (sources < 2 or runs_on(ssize, row[SRC1_BLK], row[SRC1_REP], epr))
             and (dt == st or sources <= 1)):
         return n
     return -1
@@ -196,7 +197,14 @@ def gm_bursts(row):
     write = row[COPY_DIR] == UB_TO_GM
     spans = []
     for i in range(row[BLOCK_COUNT]):
-        s, d, length = burst(row, i)
+        s, d, length = python(burst)(row, i)
         start = int(d if write else s)
         spans.append((start, start + int(length)))
     return write, int(row[GM_SLOT]), spans
+
+
+def python(function):
+    """A jitted helper's Python function, for Python callers (called from Python, a jitted
+    function compiles on its own)."""
+    return getattr(function, "py_func", function)
+
