@@ -51,12 +51,14 @@ HARDWARE_HALF = not numba.config.DISABLE_JIT and host_converts_half()
 #   the block of `cores` interleaved UBs (uint8), rows[i] the row it runs, scratch and flags the
 #   work space of 256 float32 and 256 bool.
 # - A run helper (an instruction's contiguous loops), call_run(helper, ub, d, a, b, s, n, runs,
-#   dstep, sstep, dt, sat): runs of n lanes (vector_ops.loops).
+#   dstep, sstep, dt, sat): runs of n lanes (vector_ops.loops), given the UB as float32 and
+#   uint16 pointers (its views, made once by the caller: made per call, they cost a short row
+#   several ns).
 _t = numba.types
 ROW_HELPER = _t.void(_t.CPointer(_t.uint8), _t.int64, _t.CPointer(_t.int64), _t.int64,
                      _t.CPointer(_t.float32), _t.CPointer(_t.boolean))
-RUN_HELPER = _t.void(_t.CPointer(_t.uint8), _t.int64, _t.int64, _t.int64, _t.int64, _t.float32,
-                     *[_t.int64] * 6)
+RUN_HELPER = _t.void(_t.CPointer(_t.float32), _t.CPointer(_t.uint16), _t.int64, _t.int64,
+                     _t.int64, _t.int64, _t.float32, *[_t.int64] * 6)
 
 
 def c_helper(entry, signature):
@@ -74,7 +76,7 @@ if numba.config.DISABLE_JIT:
         helper(ub, rows[i], cores, scratch, flags)
 
     def call_run(helper, ub, *scalars):
-        helper(ub, *scalars)
+        helper(ub.view(np.float32), ub.view(np.uint16), *scalars)
 
     def half_bits_to_float(bits):
         return np.float32(np.uint16(int(bits) & 0xFFFF).view(np.float16))
@@ -129,8 +131,9 @@ else:
         def codegen(context, builder, signature, args):
             ub_ = context.make_array(signature.args[1])(context, builder, args[1])
             scalars = [context.cast(builder, value, given, wanted) for value, given, wanted
-                       in zip(args[2:], signature.args[2:], RUN_HELPER.args[2:])]
-            _call(context, builder, RUN_HELPER, args[0], [ub_.data, ub_.nitems, *scalars])
+                       in zip(args[2:], signature.args[2:], RUN_HELPER.args[3:])]
+            _call(context, builder, RUN_HELPER, args[0],
+                  [ub_.data, ub_.data, ub_.nitems, *scalars])
             return context.get_dummy_value()
         return types.void(address, ub, d, a, b, s, n, runs, dstep, sstep, dt, sat), codegen
 

@@ -2,8 +2,8 @@
 runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
 PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys and GetValue.
 Each is a body (ub, row, cores, scratch, flags) on every core of ub, a block of `cores`
-interleaved UBs (walk.interleaved), and its C entry point `<body>_entry` of pointers (see
-loops.py)."""
+interleaved UBs (walk.interleaved), inlined into its C entry point `<body>_entry` of pointers
+(see loops.py)."""
 import numpy as np
 from numba import carray
 
@@ -18,14 +18,14 @@ from .walk import (G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous, dtype_size
                    element_shift, interleaved, lane_active, lane_index, repeat_count)
 
 
-@njit
+@njit(inline="always")
 def reductions(ub, row, cores, scratch, flags):
     f32, u16 = ub.view(np.float32), ub.view(np.uint16)
     for c in range(cores):
         reduce(f32, u16, cores, c, row, scratch, flags)
 
 
-@njit
+@njit(inline="always")
 def broadcasts(ub, row, cores, scratch, flags):
     size = dtype_size(row[DT_DST])
     brcb = (row[DST] // size, row[SRC0] // size, row[SRC0_BLK], row[REPEAT], row[DST_REP],
@@ -36,7 +36,7 @@ def broadcasts(ub, row, cores, scratch, flags):
         broadcast(ub.view(np.uint16), cores, *brcb)
 
 
-@njit
+@njit(inline="always")
 def ub_copies(ub, row, cores, scratch, flags):
     """A UB -> UB DataCopy: 32-byte blocks at 32-byte addresses, so 8-byte words."""
     src, dst, length, src_step, dst_step = bursts(row[SRC0], row[DST], row[BLOCK_LEN],
@@ -45,7 +45,7 @@ def ub_copies(ub, row, cores, scratch, flags):
             src_step >> 3, dst_step >> 3)
 
 
-@njit
+@njit(inline="always")
 def scalar_reads(ub, row, cores, scratch, flags):
     scalar_read(ub, cores, row)
 
@@ -185,7 +185,7 @@ def broadcast(buf, cores, dst, src, step, repeat, dst_rep, dst_blk, per_block):
                         buf[interleaved(block + e, c, cores, shift)] = value
 
 
-@njit
+@njit(inline="always")
 def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
     """A UB -> UB DataCopy on every core of u64 (a block of `cores` interleaved UBs, in 8-byte
     words); copy_gm's bursts, in words. Bursts of whole granules, whole granules apart, are one
@@ -206,7 +206,7 @@ def copy_ub(u64, cores, count, src, dst, length, src_step, dst_step):
                                                                             G_WORD)]
 
 
-@njit
+@njit(inline="always")
 def scalar_read(ub, cores, row):
     """GetValue on every core of ub (a block of `cores` interleaved UBs): SRC0 bytes at UB
     address DST into the scalar register at SRC1."""

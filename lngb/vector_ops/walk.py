@@ -56,14 +56,17 @@ def piece(d, a, b, n, cores, count, dshift, sshift):
     whose operands' next lanes are elements d, a, b, n lanes left, on `count` of the `cores` of
     an interleaved block whose granules hold 1 << dshift dst and 1 << sshift src elements: one
     run for one core; else the lanes up to any operand's granule end, a run on each core a
-    granule apart, or, a whole granule on every core (one type), one run of them all."""
+    granule apart, or, whole granules on every core (one type, every operand at a granule's
+    start), one run of them all: granule k of every core, then granule k + 1, each core's lanes
+    in the order they run alone."""
     if cores == 1:
         return n, 1, n, 0, 0
-    m = min(granule_left(d, 1 << dshift), granule_left(a, 1 << sshift),
-            granule_left(b, 1 << sshift), n)
-    if dshift == sshift and m == 1 << dshift and count == cores:
-        return m, 1, m * cores, 0, 0
-    return m, count, m, 1 << dshift, 1 << sshift
+    size = 1 << dshift
+    m = min(granule_left(d, size), granule_left(a, 1 << sshift), granule_left(b, 1 << sshift), n)
+    if dshift == sshift and m == size and count == cores:
+        whole = n - (n & (size - 1))
+        return whole, 1, whole * cores, 0, 0
+    return m, count, m, size, 1 << sshift
 
 
 @njit(inline="always")
