@@ -20,6 +20,8 @@ from golden import (BIN_SPECIALS, DT_LABEL, ELEMENTWISE, EPR, EW, F16, F32, HYP,
                     SCALAR_SRC_SPECIALS, SCALARS, check_row, check_spec, draw_mask, draw_strides,
                     first_difference, golden_mode_params, mask_rng, rand_mask, row)
 
+pytestmark = pytest.mark.jitted
+
 GOLDEN = []
 MASK_RNG = mask_rng()  # this module's bitwise masks
 

@@ -9,6 +9,8 @@ import lngb
 from golden import BRCB, DT_LABEL, F16, F32, LANE, check_row, golden_mode_params, row
 from lngb.vector_ops import Brcb, BrcbRepeatParams, DuplicateLane, MaskMode
 
+pytestmark = pytest.mark.jitted
+
 GOLDEN = []
 
 for dt in (F32, F16):

@@ -17,6 +17,8 @@ from golden import (DT_LABEL, EW, F2H_SPECIALS, F16, F32, H2F_SPECIALS, HYP, che
                     check_spec, draw_mask, draw_strides, golden_mode_params, mask_rng, rand_mask, row)
 from lngb.vector_ops import RoundMode
 
+pytestmark = pytest.mark.jitted
+
 GOLDEN = []
 MASK_RNG = mask_rng()  # this module's bitwise masks
 

@@ -18,6 +18,8 @@ from lngb import sweeps
 from lngb.cli import golden_report, main, ulps, version
 from lngb.vector_ops.table import TABLE
 
+pytestmark = pytest.mark.jitted
+
 F32 = np.float32
 
 

@@ -6,6 +6,8 @@ import pytest
 
 from golden import COPY, DT_LABEL, F16, F32, check_row, golden_mode_params, row
 
+pytestmark = pytest.mark.jitted
+
 GOLDEN = []
 
 # ---- DataCopy -------------------------------------------------------------------------------

@@ -1228,13 +1228,35 @@ FUZZED_INSTRUCTIONS = {op.__name__ for op in [*BINARY_OPS, *SCALAR_OPS, *UNARY_O
     *(["DuplicateLane"] if hasattr(V, "DuplicateLane") else [])}
 
 
+# The targets (and calls without arguments) whose valid call runs lngb's jitted code: an
+# instruction, a kernel, a debugger's recording, the walks of a DataCopy's checks. Only these
+# run another code path with NUMBA_DISABLE_JIT=1 (the `jitted` marker, tests/conftest.py).
+JITTED_TARGETS = {
+    "binary", "scalar", "unary", "Duplicate", "DuplicateLane", "Cast", "Brcb",
+    "BlockReduceSum-PairReduceSum", "WholeReduceSum", "DataCopy", "LocalTensor.GetValue",
+    "LayerNormGradBeta", "LayerNormGrad", "emulate", "emulate_operator",
+    "emulate_layer_norm_grad", "emulate_layer_norm_backward", "simulate_kernel", "sweep",
+    "EmulationResult.estimate_cost", "Debugger", "Debugger-methods", "OperatorDebugger",
+    "OperatorDebugger-methods", "BackwardDebugger", "Debugger.run", "Debugger.results"}
+
+
+def marked(names):
+    """`names` as parameters, the jitted targets' with the `jitted` marker."""
+    return [pytest.param(n, marks=pytest.mark.jitted) if n in JITTED_TARGETS else n
+            for n in names]
+
+
+def test_the_jitted_targets_are_targets():
+    assert JITTED_TARGETS <= set(TARGETS) | set(NO_ARGUMENTS)
+
+
 def test_every_instruction_is_fuzzed():
     """A new instruction in lngb.vector_ops needs a fuzz target here."""
     missing = set(V.INSTRUCTIONS) - FUZZED_INSTRUCTIONS
     assert not missing, f"no fuzz target calls {sorted(missing)}: add them to test_fuzz.py"
 
 
-@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize("name", marked(TARGETS))
 def test_baseline_is_valid(name):
     """The starting call of every target succeeds, on every product and mode it is fuzzed on
     (else the fuzz would only ever see rejections)."""
@@ -1255,7 +1277,7 @@ def test_baseline_is_valid(name):
     run()
 
 
-@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize("name", marked(TARGETS))
 def test_fuzz(name):
     """Hostile values in one to three arguments: a result or an LngbError, and on an error no
     state changed; never a modified caller array."""
@@ -1285,7 +1307,7 @@ def arity_variants(call):
     return out
 
 
-@pytest.mark.parametrize("name", [*TARGETS, *NO_ARGUMENTS])
+@pytest.mark.parametrize("name", marked([*TARGETS, *NO_ARGUMENTS]))
 def test_arity(name):
     """Wrong numbers of arguments: TypeError or an LngbError, and no state changed."""
     build = NO_ARGUMENTS[name] if name in NO_ARGUMENTS else TARGETS[name][0]

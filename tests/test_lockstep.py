@@ -18,6 +18,8 @@ from lngb.vector_ops.walk import GRANULE
 
 from conftest import seed_of
 
+pytestmark = pytest.mark.jitted
+
 SHAPE = (2, 37, 64)   # 74 rows on 5 cores: 15, 15, 15, 15 and 14, two program sequences
 
 

@@ -17,6 +17,8 @@ from conftest import EXEC_MODES, garbage_ub
 from golden import (DT_LABEL, EPR, F16, F32, HYP, INF, NAN, RED, REDUCTIONS, check_row,
                     check_spec, draw_mask, first_difference, golden_mode_params, reduce_specials, row)
 
+pytestmark = pytest.mark.jitted
+
 GOLDEN = []
 
 # ---- Reductions -----------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, Ca
 from lngb.vector_ops import program as P
 from lngb.vector_ops.table import BINARY, TABLE, Instruction
 
+pytestmark = pytest.mark.jitted
+
 LNGB = pathlib.Path(lngb.__file__).parent
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 NO_JIT = numba.config.DISABLE_JIT
