@@ -1,4 +1,9 @@
-"""Shared fixtures and helpers for the lngb tests (the oracles live in tests/naive.py)."""
+"""Shared fixtures and helpers for the lngb tests (the oracles live in tests/naive.py).
+
+A module (``pytestmark = pytest.mark.jitted``) or test that runs lngb's jitted code carries the
+`jitted` marker (pyproject.toml): with NUMBA_DISABLE_JIT=1 only those run other code than under
+the JIT, so the pure-Python run is ``NUMBA_DISABLE_JIT=1 pytest -m jitted``. A test of host code
+alone (tilings, the oracles, argument checks) needs no marker."""
 import zlib
 
 import numpy as np

@@ -8,7 +8,7 @@ random bytes (so lanes that must stay untouched are visibly untouched), random f
 written into the sources, ``before = core.ub.copy()``, the oracle run on ``before``, the
 instruction run, the WHOLE UB (vector registers included) compared byte for byte. A family
 module owns its rows: ``GOLDEN = []`` and ``row(GOLDEN, instr, dtype, case, variant, spec, ...)``,
-and runs them with ``@pytest.mark.parametrize("golden", golden_params(GOLDEN))``.
+and runs them with ``@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))``.
 """
 from dataclasses import dataclass, field
 
@@ -438,9 +438,31 @@ def row(table, instr, dtype, case, variant, spec, **kw):
     table.append(Row(instr, dtype, case, variant, spec, **kw))
 
 
-def golden_params(table):
-    """`table`'s rows as pytest parameters, each with its id and marks."""
-    return [pytest.param(g, id=g.id, marks=g.marks) for g in table]
+def stratum(g):
+    """What the observed and checked paths can depend on in a golden row: the instruction (its
+    trace record, the sanitizer's footprint rule), the dtype, the edge case (mask form, repeat,
+    strides, aliasing) and the product (UB size; the 950 orders V after V)."""
+    return g.instr, g.dtype, g.case, g.product
+
+
+def golden_mode_params(table):
+    """`table`'s rows as (golden, mode) parameters, ids "<mode>-<row id>" as the `mode` fixture
+    gave them. The modes execute a row with the same kernels (lngb.core: every row retires
+    through TABLE.kernels.execute); what differs is around it: "fast" may reissue a memoised
+    count-form row and has no observers, "observed" makes trace records, "checked" adds the
+    sanitizer's footprint and hazard checks. So every row runs in "fast" (the default), and
+    "checked" and "observed" each run one row of every stratum (instruction, dtype, edge case,
+    product): the first of the stratum in table order in "checked", its last in "observed" (the
+    same row when it is alone). test_golden_table.test_both_paths_identical_bytes compares the
+    modes' bytes and traces on a sample besides."""
+    first, last = {}, {}
+    for g in table:
+        first.setdefault(stratum(g), g)
+        last[stratum(g)] = g
+    runs = {"fast": table, "observed": [g for g in table if last[stratum(g)] is g],
+            "checked": [g for g in table if first[stratum(g)] is g]}
+    return [pytest.param(g, mode, id=f"{mode}-{g.id}", marks=g.marks)
+            for mode, rows in runs.items() for g in rows]   # in the fixture's order
 
 
 # ---- special values -------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from lngb import (CapacityError, HazardError, InvalidArgumentError, LngbWarning,
 from lngb.host import prepare_operator
 from lngb.vector_ops import Add, Adds, DataCopy, Muls, SetVectorMask
 
+pytestmark = pytest.mark.jitted
+
 SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
 F32 = np.float32
 

@@ -18,7 +18,9 @@ import naive
 from conftest import EXEC_MODES, fill_random, garbage_ub
 from golden import (BIN_SPECIALS, DT_LABEL, ELEMENTWISE, EPR, EW, F16, F32, HYP, INF, NAN,
                     SCALAR_SRC_SPECIALS, SCALARS, check_row, check_spec, draw_mask, draw_strides,
-                    first_difference, golden_params, mask_rng, rand_mask, row)
+                    first_difference, golden_mode_params, mask_rng, rand_mask, row)
+
+pytestmark = pytest.mark.jitted
 
 GOLDEN = []
 MASK_RNG = mask_rng()  # this module's bitwise masks
@@ -254,7 +256,7 @@ for op in ("Sqrt", "Abs", "Relu"):
             r("specials", "subnormals_ftz", form="count", count=10, specials=sub, ftz=True)
 
 
-@pytest.mark.parametrize("golden", golden_params(GOLDEN))
+@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)
 

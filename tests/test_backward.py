@@ -11,6 +11,8 @@ from lngb.vector_ops import (PIPE_V, Add, DataCopy, HardEvent, PipeBarrier, SetF
                               WaitFlag)
 from test_layer_norm_grad import inputs, same_bits
 
+pytestmark = pytest.mark.jitted
+
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 

@@ -6,8 +6,10 @@ import pytest
 from conftest import rejected
 
 import lngb
-from golden import BRCB, DT_LABEL, F16, F32, LANE, check_row, golden_params, row
+from golden import BRCB, DT_LABEL, F16, F32, LANE, check_row, golden_mode_params, row
 from lngb.vector_ops import Brcb, BrcbRepeatParams, DuplicateLane, MaskMode
+
+pytestmark = pytest.mark.jitted
 
 GOLDEN = []
 
@@ -36,7 +38,7 @@ for dt in (F32, F16):
         lane("specials", f"bits_{k}", specials=([special],))
 
 
-@pytest.mark.parametrize("golden", golden_params(GOLDEN))
+@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)
 

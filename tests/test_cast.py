@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from conftest import EXEC_MODES
 from golden import (DT_LABEL, EW, F2H_SPECIALS, F16, F32, H2F_SPECIALS, HYP, check_row,
-                    check_spec, draw_mask, draw_strides, golden_params, mask_rng, rand_mask, row)
+                    check_spec, draw_mask, draw_strides, golden_mode_params, mask_rng, rand_mask, row)
 from lngb.vector_ops import RoundMode
+
+pytestmark = pytest.mark.jitted
 
 GOLDEN = []
 MASK_RNG = mask_rng()  # this module's bitwise masks
@@ -74,7 +76,7 @@ for variant, sp in (("", H2F_SPECIALS), ("random_bits", np.random.default_rng(7)
         EW("Cast", F32, src_dtype=F16, form="count", count=len(sp), specials=(sp,)), sat=True)
 
 
-@pytest.mark.parametrize("golden", golden_params(GOLDEN))
+@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)
 

@@ -15,6 +15,8 @@ import pytest
 
 from lngb.cli import main
 
+pytestmark = pytest.mark.jitted
+
 SHAPE = (1, 8, 8)
 GAMMA, BETA = "output_pd_gamma.bin", "output_pd_beta.bin"
 OLD_GAMMA, OLD_BETA = b"old gamma from an earlier run", b"old beta from an earlier run"

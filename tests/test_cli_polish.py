@@ -18,6 +18,8 @@ from lngb import disk_cache
 from lngb.vector_ops import executor, helpers
 from lngb.vector_ops.table import TABLE
 
+pytestmark = pytest.mark.jitted
+
 F32 = np.float32
 
 

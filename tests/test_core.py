@@ -6,6 +6,8 @@ import lngb
 from lngb import InvalidArgumentError, OutOfBoundsError
 from lngb.vector_ops import DataCopy, Duplicate
 
+pytestmark = pytest.mark.jitted
+
 
 def test_a_tensor_outside_the_ub_is_rejected():
     core = lngb.AICore()

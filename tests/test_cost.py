@@ -11,6 +11,8 @@ from lngb.sweeps import format_table, sweep, write_csv
 from lngb.vector_ops import (PIPE_V, Add, Cast,
                              DataCopy, PipeBarrier, RoundMode, WholeReduceSum)
 
+pytestmark = pytest.mark.jitted
+
 
 KEYS = itertools.count()
 

@@ -4,7 +4,9 @@ independent oracles of tests/naive.py: golden rows, each run on the "fast", "obs
 """
 import pytest
 
-from golden import COPY, DT_LABEL, F16, F32, check_row, golden_params, row
+from golden import COPY, DT_LABEL, F16, F32, check_row, golden_mode_params, row
+
+pytestmark = pytest.mark.jitted
 
 GOLDEN = []
 
@@ -29,6 +31,6 @@ for dt in (F32, F16):
         r("repeat_0", "params_block_len_0", params=(3, 0, 1, 1), nop=True)
 
 
-@pytest.mark.parametrize("golden", golden_params(GOLDEN))
+@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)

@@ -15,6 +15,8 @@ import lngb
 from lngb.debug import DebugShell, Debugger, OperatorDebugger
 from lngb.vector_ops import Add
 
+pytestmark = pytest.mark.jitted
+
 SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
 OPERATOR_INPUT = np.arange(64, dtype=np.float32).reshape(1, 4, 16)
 KERNEL_FILE = "lngb/kernels/sample.py"

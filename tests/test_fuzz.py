@@ -20,11 +20,13 @@ The contract checked on every call:
 `LNGB_FUZZ_SCALE` (default 1) multiplies the number of examples; under NUMBA_DISABLE_JIT=1 the
 file runs half as many.
 """
+import collections
 import copy
 import dataclasses
 import decimal
 import enum
 import fractions
+import functools
 import inspect
 import os
 import signal
@@ -1026,11 +1028,22 @@ def _sweep(ctx):
                 {"step": 32, "sizes": None, "measure": 0})
 
 
-ROWS = lngb.emulate(SEED, SEED).rows
+@functools.cache
+def cost_rows():
+    """The rows of one small emulate() call, for the CostModel targets: made on first use (the
+    module fixture below), not at import, so that collecting the tests compiles nothing."""
+    return lngb.emulate(SEED, SEED).rows
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernels_loaded():
+    """Numba's first compile (or cache load) before the first guarded call: CALL_SECONDS limits
+    a call, not the kernels' compile of a cold cache."""
+    cost_rows()
 
 
 def _cost_estimate(product, **overrides):
-    return lngb.CostModel(product, **overrides).estimate(ROWS)
+    return lngb.CostModel(product, **overrides).estimate(cost_rows())
 
 
 @target("CostModel", 40, modes=("fast",))
@@ -1144,21 +1157,66 @@ def _examples(n):
     return max(3, int(n * SCALE))
 
 
+# Strategies made once per distinct arguments: hypothesis validates a new strategy object and
+# works out its label on its first draw, which took about half the fuzz tests' time. The same
+# strategy draws the same values whether it is new or not, so the examples are unchanged.
+STRATEGIES = collections.OrderedDict()   # key -> (the arguments, kept alive; the strategy)
+PLAIN = (int, str, bool, type(None))
+
+
+def _identity(value):
+    """Plain values (and tuples of them) by type and value; anything else by identity (its
+    entry keeps it alive, so no other object takes its id while the entry is cached)."""
+    if type(value) in PLAIN:
+        return type(value), value
+    if type(value) is tuple:
+        return tuple, tuple(map(_identity, value))
+    return id, id(value)
+
+
+def strategy(make, *args):
+    """make(*args), cached under the identities of `args` (a list argument by its items)."""
+    key = (make, *(("list", tuple(map(_identity, a))) if type(a) is list else _identity(a)
+                   for a in args))
+    hit = STRATEGIES.get(key)
+    if hit is None:   # (a copy of a list argument keeps its items alive)
+        hit = STRATEGIES[key] = (tuple(tuple(a) if type(a) is list else a for a in args),
+                                 make(*args))
+        if len(STRATEGIES) > 4096:
+            STRATEGIES.popitem(last=False)
+    else:
+        STRATEGIES.move_to_end(key)
+    return hit[1]
+
+
+def _sampled(options):
+    return strategy(st.sampled_from, options)
+
+
+def _one_to_three_of(slots):
+    return st.lists(st.sampled_from(slots), min_size=1, max_size=min(3, len(slots)), unique=True)
+
+
+def _related_or_any(related):
+    """Half the time a value of the same kind (a deeper path), else any pool value."""
+    return st.one_of(st.sampled_from(related), st.sampled_from(POOL))
+
+
+def _values(related):
+    return strategy(_related_or_any, related) if related else _sampled(POOL)
+
+
 def _run_target(name, data, replace):
     build, _, products, modes = TARGETS[name]
-    draw = lambda strategy, label: data.draw(strategy, label=label)
-    pick = lambda options, label: draw(st.sampled_from(options), label)
+    draw = lambda what, label: data.draw(what, label=label)
+    pick = lambda options, label: draw(_sampled(options), label)
     ctx = Ctx(pick(products, "product"), pick(modes, "mode"), pick)
     call = build(ctx)
     if replace:
         slots = call.slots()
-        chosen = draw(st.lists(st.sampled_from(slots), min_size=1, max_size=min(3, len(slots)),
-                               unique=True), "replaced")
+        chosen = draw(strategy(_one_to_three_of, slots), "replaced")
         for slot in chosen:
-            related = RELATED.get(_kind(call.current(slot)))
-            values = st.sampled_from(POOL)
-            if related:  # half the time a value of the same kind (a deeper path), else any
-                values = st.one_of(st.sampled_from(related), values)
+            values = _values(RELATED.get(_kind(call.current(slot))))
             call.replace(slot, draw(values, f"value for {slot!r}"), ctx)
     return call, ctx
 
@@ -1170,13 +1228,35 @@ FUZZED_INSTRUCTIONS = {op.__name__ for op in [*BINARY_OPS, *SCALAR_OPS, *UNARY_O
     *(["DuplicateLane"] if hasattr(V, "DuplicateLane") else [])}
 
 
+# The targets (and calls without arguments) whose valid call runs lngb's jitted code: an
+# instruction, a kernel, a debugger's recording, the walks of a DataCopy's checks. Only these
+# run another code path with NUMBA_DISABLE_JIT=1 (the `jitted` marker, tests/conftest.py).
+JITTED_TARGETS = {
+    "binary", "scalar", "unary", "Duplicate", "DuplicateLane", "Cast", "Brcb",
+    "BlockReduceSum-PairReduceSum", "WholeReduceSum", "DataCopy", "LocalTensor.GetValue",
+    "LayerNormGradBeta", "LayerNormGrad", "emulate", "emulate_operator",
+    "emulate_layer_norm_grad", "emulate_layer_norm_backward", "simulate_kernel", "sweep",
+    "EmulationResult.estimate_cost", "Debugger", "Debugger-methods", "OperatorDebugger",
+    "OperatorDebugger-methods", "BackwardDebugger", "Debugger.run", "Debugger.results"}
+
+
+def marked(names):
+    """`names` as parameters, the jitted targets' with the `jitted` marker."""
+    return [pytest.param(n, marks=pytest.mark.jitted) if n in JITTED_TARGETS else n
+            for n in names]
+
+
+def test_the_jitted_targets_are_targets():
+    assert JITTED_TARGETS <= set(TARGETS) | set(NO_ARGUMENTS)
+
+
 def test_every_instruction_is_fuzzed():
     """A new instruction in lngb.vector_ops needs a fuzz target here."""
     missing = set(V.INSTRUCTIONS) - FUZZED_INSTRUCTIONS
     assert not missing, f"no fuzz target calls {sorted(missing)}: add them to test_fuzz.py"
 
 
-@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize("name", marked(TARGETS))
 def test_baseline_is_valid(name):
     """The starting call of every target succeeds, on every product and mode it is fuzzed on
     (else the fuzz would only ever see rejections)."""
@@ -1197,7 +1277,7 @@ def test_baseline_is_valid(name):
     run()
 
 
-@pytest.mark.parametrize("name", list(TARGETS))
+@pytest.mark.parametrize("name", marked(TARGETS))
 def test_fuzz(name):
     """Hostile values in one to three arguments: a result or an LngbError, and on an error no
     state changed; never a modified caller array."""
@@ -1227,7 +1307,7 @@ def arity_variants(call):
     return out
 
 
-@pytest.mark.parametrize("name", [*TARGETS, *NO_ARGUMENTS])
+@pytest.mark.parametrize("name", marked([*TARGETS, *NO_ARGUMENTS]))
 def test_arity(name):
     """Wrong numbers of arguments: TypeError or an LngbError, and no state changed."""
     build = NO_ARGUMENTS[name] if name in NO_ARGUMENTS else TARGETS[name][0]

@@ -17,6 +17,8 @@ from test_cast import GOLDEN as CAST_ROWS
 from test_datacopy import GOLDEN as DATACOPY_ROWS
 from test_reductions import GOLDEN as REDUCTION_ROWS
 
+pytestmark = pytest.mark.jitted
+
 # every family's rows, in the order of the table before it was split by family
 GOLDEN = ARITHMETIC_ROWS + CAST_ROWS + REDUCTION_ROWS + DATACOPY_ROWS + BRCB_ROWS
 

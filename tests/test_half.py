@@ -19,6 +19,8 @@ from lngb.vector_ops.half import (float_array_to_half, float_to_half, half_array
                                   widen_bits, widen_hardware)
 from lngb.vector_ops.types import RoundMode
 
+pytestmark = pytest.mark.jitted
+
 R = RoundMode
 ALL_MODES = list(RoundMode)
 NO_JIT = numba.config.DISABLE_JIT

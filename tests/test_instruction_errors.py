@@ -13,6 +13,8 @@ from lngb.vector_ops import (MASK_PLACEHOLDER, PIPE_S, Add, Adds, BlockReduceSum
                              PairReduceSum, PipeBarrier, RoundMode, SetFlag, SetMaskCount,
                              SetVectorMask, Sub, WaitFlag, WholeReduceSum)
 
+pytestmark = pytest.mark.jitted
+
 
 def _err(name, exc, setup, product="atlas-a2", marks=(), checked=None):
     """A row: `exc` on every path, or `checked` on the "checked" path where the sanitizer is the

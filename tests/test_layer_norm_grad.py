@@ -15,6 +15,8 @@ from lngb.kernels.tiling import layer_norm_grad_tmp_bytes
 from lngb.vector_ops import MaskMode
 from lngb.vector_ops.program import COUNTER, MASK0, MASK_SETS
 
+pytestmark = pytest.mark.jitted
+
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
 

@@ -17,6 +17,8 @@ from lngb.vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatPa
                              ResetMask, RoundMode, SetFlag, SetMaskCount, SetMaskNorm,
                              SetVectorMask, Sub, UnaryRepeatParams, WaitFlag)
 
+pytestmark = pytest.mark.jitted
+
 
 # =============================================================================================
 # The mask register

@@ -26,6 +26,8 @@ from lngb.vector_ops.walk import GRANULE
 import naive
 from conftest import rejected, seed_of
 
+pytestmark = pytest.mark.jitted
+
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 # (product, sat_mode argument) -> (saturation of the API's half outputs, of the final cast).
 # The 950 kernel narrows with SatMode::SAT whatever the core's mode, and so does the operator's

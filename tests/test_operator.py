@@ -11,6 +11,8 @@ from lngb.vector_ops import MaskMode
 import naive
 from conftest import rejected, seed_of
 
+pytestmark = pytest.mark.jitted
+
 PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
 SATURATING = {"atlas-a2": False, "atlas-a3": False, "atlas-inference": True, "atlas-350": True}
 SEED_GAMMA = [8960, 9416, 9888, 10376, 10880, 11400, 11936, 12488]

@@ -6,6 +6,9 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
+
+pytestmark = pytest.mark.jitted
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 import lngb
 from conftest import EXEC_MODES, garbage_ub
 from golden import (DT_LABEL, EPR, F16, F32, HYP, INF, NAN, RED, REDUCTIONS, check_row,
-                    check_spec, draw_mask, first_difference, golden_params, reduce_specials, row)
+                    check_spec, draw_mask, first_difference, golden_mode_params, reduce_specials, row)
+
+pytestmark = pytest.mark.jitted
 
 GOLDEN = []
 
@@ -70,7 +72,7 @@ row(GOLDEN, "BlockReduceSum", "f32", "partial_mask", "zero",
     RED("BlockReduceSum", F32, mask=0, repeat=2), product="atlas-350", nop=True)
 
 
-@pytest.mark.parametrize("golden", golden_params(GOLDEN))
+@pytest.mark.parametrize("golden, mode", golden_mode_params(GOLDEN))
 def test_golden(golden, mode):
     check_row(golden, mode)
 

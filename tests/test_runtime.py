@@ -25,6 +25,8 @@ from lngb.vector_ops import (MASK_PLACEHOLDER, Add, Adds, BinaryRepeatParams, Ca
 from lngb.vector_ops import program as P
 from lngb.vector_ops.table import BINARY, TABLE, Instruction
 
+pytestmark = pytest.mark.jitted
+
 LNGB = pathlib.Path(lngb.__file__).parent
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 NO_JIT = numba.config.DISABLE_JIT
@@ -802,23 +804,30 @@ def test_a_result_cannot_change_the_program_later_calls_replay():
 
 
 def run_python(code, **env):
+    """`code` in a new interpreter, with the environment changed by `env` (None: unset)."""
     import os
+    environment = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                            text=True, env={**os.environ, **env}, timeout=600)
+                            text=True, env=environment, timeout=600)
     return result
 
 
 def test_the_environment_sets_the_budget():
+    default = run_python("import lngb; print(lngb.cache_info()['limit'])", LNGB_CACHE_MB=None)
+    assert default.returncode == 0 and default.stdout.strip() == str(256 * 2**20)
     ok = run_python("import lngb; print(lngb.cache_info()['limit'])", LNGB_CACHE_MB="1.5")
     assert ok.returncode == 0 and ok.stdout.strip() == str(int(1.5 * 2**20))
     bad = run_python("import lngb", LNGB_CACHE_MB="lots")
     assert bad.returncode != 0 and "LNGB_CACHE_MB must be a number" in bad.stderr
 
 
-@pytest.mark.skipif(NO_JIT, reason="replays 60 programs of 19 000 rows: minutes in pure Python")
+@pytest.mark.skipif(NO_JIT, reason="replays 12 programs of 19 000 rows: minutes in pure Python")
 def test_many_distinct_shapes_keep_memory_within_the_budget():
-    """Each call records a new program of about 13 MB (half [1, 1000+k, 32] at the minimum temp
-    buffer: 19 000 rows); before the budget, 400 such calls kept 8.5 GB."""
+    """Each call records a new program of about 12 MB (half [1, 1000+k, 32] at the minimum temp
+    buffer: 19 000 rows); before the budget, 400 such calls kept 8.5 GB. Under a budget of 32 MB
+    (LNGB_CACHE_MB; the default, 256 MiB, is test_the_environment_sets_the_budget's), 12 calls
+    would keep about 150 MB without it; the cache holds 2 programs and the process grows by
+    about 27 MB. (It was 60 calls under the default budget: 25 s for the same check.)"""
     result = run_python("""
         import numpy as np, lngb
         def rss():
@@ -830,16 +839,17 @@ def test_many_distinct_shapes_keep_memory_within_the_budget():
             lngb.emulate(x, x, stack_buffer_size=size)
         call(0)
         start = rss()
-        for k in range(1, 61):
+        for k in range(1, 13):
             call(k)
         info = lngb.cache_info()
         total = sum(v[1] for name, v in info.items() if name != "limit")
         print(rss() - start, total, info["limit"])
-    """)
+    """, LNGB_CACHE_MB="32")
     assert result.returncode == 0, result.stderr
     growth, total, limit = map(float, result.stdout.split())
-    assert total <= limit == 256 * 2**20
-    assert growth < 400, f"RSS grew by {growth:.0f} MB"
+    assert total <= limit == 32 * 2**20
+    # the bound of 60 calls under 256 MiB (400 MB) scaled to 32 MB
+    assert growth < 50, f"RSS grew by {growth:.0f} MB"
 
 
 # --- threads ----------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from lngb import HazardError, OutOfBoundsError, UninitializedReadError
 from lngb.vector_ops import (PIPE_V, Add, BinaryRepeatParams, DataCopy,
                              HardEvent, Mul, PipeBarrier, SetFlag, WaitFlag)
 
+pytestmark = pytest.mark.jitted
+
 PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
 
 

@@ -14,6 +14,8 @@ import naive
 from lngb.vector_ops import (PIPE_V, Add, DataCopy, HardEvent, PipeBarrier, SetFlag, SyncAll,
                              WaitFlag)
 
+pytestmark = pytest.mark.jitted
+
 F32 = np.dtype(np.float32)
 
 

@@ -18,6 +18,8 @@ from lngb.runtime import schedule
 from lngb.sweeps import (OperatorSweepRow, _plan_streams, column_slices, figure, fitted_range,
                          format_operator_table, operator_cycles, sweep, sweep_operator, write_csv)
 
+pytestmark = pytest.mark.jitted
+
 
 def full_cycles(tiling):
     """The operator's modelled cycles from a plan of every core, whole (no shortened runs)."""

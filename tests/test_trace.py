@@ -10,6 +10,8 @@ from lngb.debug import DebugShell, Debugger
 from lngb.trace import format_listing, write_chrome_trace, write_jsonl
 from lngb.vector_ops import MaskMode
 
+pytestmark = pytest.mark.jitted
+
 SEED = np.arange(64, dtype=np.float32).reshape(1, 8, 8)
 MUL_LINE = next(i for i, line in enumerate(
     pathlib.Path(lngb.operator.__file__).read_text().splitlines(), 1) if "Mul(product, dy, rfg" in line)
