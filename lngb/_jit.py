@@ -47,16 +47,19 @@ HARDWARE_HALF = not numba.config.DISABLE_JIT and host_converts_half()
 # first time a program needs them, of one of two signatures. Compiled, a helper is the C
 # function's address (an int64 of the table) and an array goes as a pointer (the UB with its
 # size); in pure Python it is the Python function, called with the arrays.
-# - A row helper (the walk, a family), call_row(helper, ub, rows, i, cores, scratch, flags): ub
-#   the block of `cores` interleaved UBs (uint8), rows[i] the row it runs, scratch and flags the
-#   work space of 256 float32 and 256 bool.
+# - A row helper (a family: the lane walk, reductions, ...), call_row(helper, ub, rows, i, cores,
+#   scratch, flags, lane): ub the block of `cores` interleaved UBs (uint8), rows[i] the row it
+#   runs, scratch and flags the work space of 256 float32 and 256 bool, lane the lane helper an
+#   element-wise row's walk calls (0 for the others).
+# - A lane helper (what one lane of an instruction computes), call_lane(helper, a, b, s) -> fp32.
 # - A run helper (an instruction's contiguous loops), call_run(helper, ub, d, a, b, s, n, runs,
 #   dstep, sstep, dt, sat): runs of n lanes (vector_ops.loops), given the UB as float32 and
 #   uint16 pointers (its views, made once by the caller: made per call, they cost a short row
 #   several ns).
 _t = numba.types
 ROW_HELPER = _t.void(_t.CPointer(_t.uint8), _t.int64, _t.CPointer(_t.int64), _t.int64,
-                     _t.CPointer(_t.float32), _t.CPointer(_t.boolean))
+                     _t.CPointer(_t.float32), _t.CPointer(_t.boolean), _t.int64)
+LANE_HELPER = _t.float32(_t.float32, _t.float32, _t.float32)
 RUN_HELPER = _t.void(_t.CPointer(_t.float32), _t.CPointer(_t.uint16), _t.int64, _t.int64,
                      _t.int64, _t.int64, _t.float32, *[_t.int64] * 6)
 
@@ -72,8 +75,11 @@ if numba.config.DISABLE_JIT:
     def prefetch(array, offset):
         """No-op in pure Python."""
 
-    def call_row(helper, ub, rows, i, cores, scratch, flags):
-        helper(ub, rows[i], cores, scratch, flags)
+    def call_row(helper, ub, rows, i, cores, scratch, flags, lane):
+        helper(ub, rows[i], cores, scratch, flags, lane)
+
+    def call_lane(helper, a, b, s):
+        return helper(a, b, s)
 
     def call_run(helper, ub, *scalars):
         helper(ub.view(np.float32), ub.view(np.uint16), *scalars)
@@ -107,12 +113,14 @@ else:
 
     def _call(context, builder, signature, address, arguments):
         c_types = [context.get_value_type(t) for t in signature.args]
-        function = builder.inttoptr(address, ir.FunctionType(ir.VoidType(), c_types).as_pointer())
-        builder.call(function, [builder.bitcast(a, t) if a.type != t else a
-                                for a, t in zip(arguments, c_types)])
+        result = (ir.VoidType() if signature.return_type == types.void
+                  else context.get_value_type(signature.return_type))
+        function = builder.inttoptr(address, ir.FunctionType(result, c_types).as_pointer())
+        return builder.call(function, [builder.bitcast(a, t) if a.type != t else a
+                                       for a, t in zip(arguments, c_types)])
 
     @intrinsic
-    def call_row(typingctx, address, ub, rows, i, cores, scratch, flags):
+    def call_row(typingctx, address, ub, rows, i, cores, scratch, flags, lane):
         """Call the row helper at `address` (ROW_HELPER) on row i of rows."""
         def codegen(context, builder, signature, args):
             ub_, rows_, scratch_, flags_ = [
@@ -121,9 +129,19 @@ else:
             row = builder.gep(rows_.data, [builder.mul(args[3],
                                                        builder.extract_value(rows_.shape, 1))])
             _call(context, builder, ROW_HELPER, args[0],
-                  [ub_.data, ub_.nitems, row, args[4], scratch_.data, flags_.data])
+                  [ub_.data, ub_.nitems, row, args[4], scratch_.data, flags_.data,
+                   context.cast(builder, args[7], signature.args[7], types.int64)])
             return context.get_dummy_value()
-        return types.void(address, ub, rows, i, cores, scratch, flags), codegen
+        return types.void(address, ub, rows, i, cores, scratch, flags, lane), codegen
+
+    @intrinsic
+    def call_lane(typingctx, address, a, b, s):
+        """Call the lane helper at `address` (LANE_HELPER)."""
+        def codegen(context, builder, signature, args):
+            values = [context.cast(builder, v, t, types.float32)
+                      for v, t in zip(args[1:], signature.args[1:])]
+            return _call(context, builder, LANE_HELPER, args[0], values)
+        return types.float32(address, a, b, s), codegen
 
     @intrinsic
     def call_run(typingctx, address, ub, d, a, b, s, n, runs, dstep, sstep, dt, sat):

@@ -728,7 +728,7 @@ def test_run_schedule_prefetches_the_next_steps_points_spread_over_this_step(mon
         python["fetch_ahead"](ahead), bursts.append(len(calls))))
     for name in ("call_row", "call_run"):
         monkeypatch.setattr(kernels, name, lambda *args: None)
-    every_helper = np.ones((max(e.opcode for e in TABLE.entries) + 1, 4), np.int64)
+    every_helper = np.ones((max(e.opcode for e in TABLE.entries) + 1, 5), np.int64)
     gms = [scheduling.pad_gms(g) for g in run.gms]
     for phase in range(2):
         schedules = [s[phase] for s in plan.schedules]

@@ -4,9 +4,10 @@
 multi-core schedule (lngb.runtime.schedule), and `run_steps`, the jitted function both call, is
 the one entry point Numba compiles. It runs GM DataCopys and events itself, and calls every
 other row's code out of line through the helper table (helpers.py): each element-wise
-instruction's loops, the reductions, the block broadcasts, UB -> UB DataCopys and GetValues,
-compiled the first time a program runs one of their rows. Only what runs is ever compiled, and
-this module compiles once whatever the table holds: the helpers' addresses are data.
+instruction's loops and lane, the lane walk, the reductions, the block broadcasts, UB -> UB
+DataCopys and GetValues, compiled the first time a program runs one of their rows. Only what
+runs is ever compiled, and this module compiles once whatever the table holds: the helpers'
+addresses are data.
 
 `execute_cores` runs a program on several cores in lock step: their UBs are interleaved in one
 block, a granule at a time (walk.interleaved), and each row, decoded and dispatched once, runs
@@ -27,7 +28,7 @@ import os
 import numpy as np
 
 from lngb._jit import call_row, call_run, njit, prefetch
-from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, announce_compile, family_of,
+from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, WALKS, announce_compile, family_of,
                                      variant_of)
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST,
                                      DST_GAP, DT_DST, DT_SRC, ELEMENTWISE, EVENT, FLAT, GM_SLOT,
@@ -113,7 +114,7 @@ def fetch_ahead(ahead):
 @njit(inline="always")
 def helper_slot(helpers, rows, i):
     """(row, column) of the helper table for row i, not a GM DataCopy or an event
-    (helpers.slot_of); (-1, -1) for an instruction newer than the table (its row is added when
+    (helpers.slots_of); (-1, -1) for an instruction newer than the table (its row is added when
     it is installed)."""
     kind, op = rows[i, KIND], rows[i, OP]
     if kind == ELEMENTWISE:
@@ -156,10 +157,14 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
                 return i
             helper = helpers[r, c]
             n = rows[i, FLAT]
-            if kind != ELEMENTWISE or n < 0:
-                call_row(helper, ub, rows, i, cores, scratch, flags)
+            if kind != ELEMENTWISE:
+                call_row(helper, ub, rows, i, cores, scratch, flags, 0)
                 if kind == SCALAR_READ:
                     continue
+            elif n < 0:   # helper is its lane, which the lane walk calls
+                if helpers[0, WALKS] == 0:
+                    return i
+                call_row(helpers[0, WALKS], ub, rows, i, cores, scratch, flags, helper)
             else:
                 # The contiguous loops, in runs (loops.py). Element indices by shifts:
                 # addresses are non-negative, type-aligned. An immediate scalar: all cores in

@@ -1,32 +1,34 @@
 """The kernel families the executor calls out of line, each compiled the first time a program
 runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
-PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys and GetValue.
-Each is a body (ub, row, cores, scratch, flags) on every core of ub, a block of `cores`
+PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys, GetValue, and
+the lane walk of element-wise rows. Each is a body (ub, row, cores, scratch, flags, lane) on
+every core of ub, a block of `cores`
 interleaved UBs (walk.interleaved), inlined into its C entry point `<body>_entry` of pointers
 (see loops.py)."""
 import numpy as np
 from numba import carray
 
-from .._jit import njit
+from .._jit import call_lane, njit
 from .half import narrow_rint, widen
-from .kernels import RINT, load, store
+from .kernels import RINT, load, scalar_of, store
 from .lanes import add
-from .program import (BLOCK_COUNT, BLOCK_LEN, COUNTER, DST, DST_BLK, DST_GAP, DST_REP, DT_DST, EMPTY_GROUPS,
-                      EMPTY_ZERO, F32, GROUP_UNIT, GROUP_WIDTH, MASK0, N_COLS, REPEAT, SAT, SRC0, SRC0_BLK,
-                      SRC0_REP, SRC1, SRC_GAP)
-from .walk import (G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous, dtype_size,
-                   element_shift, interleaved, lane_active, lane_index, repeat_count)
+from .program import (BLOCK_COUNT, BLOCK_LEN, COUNTER, DST, DST_BLK, DST_GAP, DST_REP, DT_DST, DT_SRC,
+                      EMPTY_GROUPS, EMPTY_ZERO, F32, GROUP_UNIT, GROUP_WIDTH, MASK0, N_COLS, REPEAT, ROUND,
+                      SAT, SCALAR, SCALAR_AT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK, SRC1_REP,
+                      SRC_GAP)
+from .walk import (G_BYTE, G_F32, G_HALF, G_WORD, bursts, contiguous, dtype_size, element_shift,
+                   interleaved, lane_active, lane_index, lanes_per_repeat, repeat_count)
 
 
 @njit(inline="always")
-def reductions(ub, row, cores, scratch, flags):
+def reductions(ub, row, cores, scratch, flags, lane):
     f32, u16 = ub.view(np.float32), ub.view(np.uint16)
     for c in range(cores):
         reduce(f32, u16, cores, c, row, scratch, flags)
 
 
 @njit(inline="always")
-def broadcasts(ub, row, cores, scratch, flags):
+def broadcasts(ub, row, cores, scratch, flags, lane):
     size = dtype_size(row[DT_DST])
     brcb = (row[DST] // size, row[SRC0] // size, row[SRC0_BLK], row[REPEAT], row[DST_REP],
             row[DST_BLK], 32 // size)
@@ -37,7 +39,7 @@ def broadcasts(ub, row, cores, scratch, flags):
 
 
 @njit(inline="always")
-def ub_copies(ub, row, cores, scratch, flags):
+def ub_copies(ub, row, cores, scratch, flags, lane):
     """A UB -> UB DataCopy: 32-byte blocks at 32-byte addresses, so 8-byte words."""
     src, dst, length, src_step, dst_step = bursts(row[SRC0], row[DST], row[BLOCK_LEN],
                                                   row[SRC_GAP], row[DST_GAP])
@@ -46,28 +48,33 @@ def ub_copies(ub, row, cores, scratch, flags):
 
 
 @njit(inline="always")
-def scalar_reads(ub, row, cores, scratch, flags):
+def scalar_reads(ub, row, cores, scratch, flags, lane):
     scalar_read(ub, cores, row)
 
 
-def ub_copies_entry(ub, nbytes, row, cores, scratch, flags):
+def ub_copies_entry(ub, nbytes, row, cores, scratch, flags, lane):
     ub_copies(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
-              carray(flags, 256))
+              carray(flags, 256), lane)
 
 
-def scalar_reads_entry(ub, nbytes, row, cores, scratch, flags):
+def scalar_reads_entry(ub, nbytes, row, cores, scratch, flags, lane):
     scalar_reads(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
-                 carray(flags, 256))
+                 carray(flags, 256), lane)
 
 
-def reductions_entry(ub, nbytes, row, cores, scratch, flags):
+def walks_entry(ub, nbytes, row, cores, scratch, flags, lane):
+    walks(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256), carray(flags, 256),
+          lane)
+
+
+def reductions_entry(ub, nbytes, row, cores, scratch, flags, lane):
     reductions(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
-               carray(flags, 256))
+               carray(flags, 256), lane)
 
 
-def broadcasts_entry(ub, nbytes, row, cores, scratch, flags):
+def broadcasts_entry(ub, nbytes, row, cores, scratch, flags, lane):
     broadcasts(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
-               carray(flags, 256))
+               carray(flags, 256), lane)
 
 
 @njit
@@ -214,3 +221,42 @@ def scalar_read(ub, cores, row):
         for k in range(row[SRC0]):
             ub[interleaved(row[SRC1] + k, c, cores, G_BYTE)] = ub[interleaved(row[DST] + k, c,
                                                                                cores, G_BYTE)]
+
+
+@njit(inline="always")
+def walks(ub, row, cores, scratch, flags, lane):
+    """An element-wise row lane by lane, core by core, calling its instruction's lane helper
+    `lane` (loops.lane_entry) on each."""
+    f32, u16 = ub.view(np.float32), ub.view(np.uint16)
+    for c in range(cores):
+        walk_core(f32, u16, cores, c, row, scratch, lane)
+
+
+@njit
+def walk_core(f32, u16, cores, core, row, lanes, lane):
+    """The element-wise instruction lane by lane on core `core` of f32, u16 (the elements of a
+    block of `cores` interleaved UBs): strided operands, partial masks, and directed roundings
+    to half (the rows whose FLAT is -1). `lanes`: 128 floats of work space."""
+    dt, st = row[DT_DST], row[DT_SRC]
+    dsize, ssize = dtype_size(dt), dtype_size(st)
+    dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
+    epr = lanes_per_repeat(row)
+    s = scalar_of(f32, u16, cores, core, dt, row[SCALAR_AT], row[SCALAR])
+    round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):  # read every source lane of the repeat before writing any
+            if lane_active(row, r, e, epr):
+                x = np.float32(0.0)
+                y = np.float32(0.0)
+                if sources >= 1:
+                    x = load(f32, u16, st, interleaved(lane_index(
+                        row[SRC0], ssize, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, sshift))
+                if sources >= 2:
+                    y = load(f32, u16, st, interleaved(lane_index(
+                        row[SRC1], ssize, row[SRC1_BLK], row[SRC1_REP], r, e), core, cores, sshift))
+                lanes[e] = call_lane(lane, x, y, s)
+        for e in range(epr):
+            if lane_active(row, r, e, epr):
+                store(f32, u16, dt, interleaved(lane_index(
+                    row[DST], dsize, row[DST_BLK], row[DST_REP], r, e), core, cores, dshift),
+                      lanes[e], round_mode, sat)

@@ -1,12 +1,13 @@
 """The executor's helper table: what runs each kind of row, compiled on first use.
 
 The executor (executor.py) runs GM DataCopys and events itself, and calls everything else out
-of line through `HELPERS.addresses`, the way QEMU's TCG calls its helpers: an element-
-wise row, the helper of its instruction and variant (`variant_of`: the lane walk, or the
-contiguous loops of its types), at [opcode, variant]; a reduction, a block broadcast, a UB -> UB
-DataCopy or a GetValue, its family's, at [0, family_of(kind)] (no instruction has opcode 0). An entry is
-0 until a row needs it: the executor then stops before that row and returns its index, and the
-caller installs the helper (`install`) and resumes there. Installing compiles the helper, or
+of line through `HELPERS.addresses`, the way QEMU's TCG calls its helpers: an element-wise
+row, the helper of its instruction and variant (`variant_of`: the contiguous loops of its
+types, or its lane, which the lane walk calls), at [opcode, variant]; the lane walk, a
+reduction, a block broadcast, a UB -> UB DataCopy or a GetValue, its family's, in row 0 (no
+instruction has opcode 0). An entry is 0 until a row needs it: the executor then stops before
+that row and returns its index, and the caller installs the helper (`install`) and resumes
+there. Installing compiles the helper, or
 loads it from Numba's disk cache (a few ms), so a process compiles only what its programs run,
 and registering an instruction compiles nothing until one of its rows runs.
 
@@ -26,24 +27,26 @@ import numba
 import numpy as np
 
 from .. import disk_cache
-from .._jit import ROW_HELPER, RUN_HELPER, c_helper, njit
+from .._jit import LANE_HELPER, ROW_HELPER, RUN_HELPER, c_helper, njit
 from ..errors import InvalidArgumentError
 from . import families
 from .walk import python
 from .program import (BROADCAST, COPY, COPY_DIR, DT_DST, DT_SRC, ELEMENTWISE, EVENT, F32, FLAT,
                       KIND, OP, REDUCE, UB_TO_UB)
 
-# an instruction's helpers (loops.py), by column
-WALK, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
-VARIANT_NAMES = ("walk", "run_f32", "run_half", "run_mixed")
-VARIANT_WHAT = {"walk": "lane walk", "run_f32": "float loops", "run_half": "half loops",
-                "run_mixed": "loops"}
-REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS = range(4)   # the families' columns in row 0
+# an instruction's helpers (loops.py), by column: its lane (for the lane walk), its run loops
+LANE, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
+VARIANT_NAMES = ("lane", "run_f32", "run_half", "run_mixed")
+VARIANT_WHAT = {"lane": "lane (for the lane walk)", "run_f32": "float loops",
+                "run_half": "half loops", "run_mixed": "loops"}
+# the families' columns in row 0 (families.py)
+REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS, WALKS = range(5)
 FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts", UB_COPIES: "ub_copies",
-                SCALAR_READS: "scalar_reads"}
+                SCALAR_READS: "scalar_reads", WALKS: "walks"}
 
 FAMILY_WHAT = {"reductions": "the reductions", "broadcasts": "Brcb and DuplicateLane",
-               "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue"}
+               "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue",
+               "walks": "the lane walk"}
 
 
 @njit(inline="always")
@@ -60,23 +63,24 @@ def family_of(kind):
 @njit(inline="always")
 def variant_of(flat, dt, st):
     """The helper of an element-wise row: its contiguous loops (FLAT >= 0) by its types, else
-    the lane walk."""
+    its lane, which the lane walk calls."""
     if flat < 0:
-        return WALK
+        return LANE
     if dt == F32 and st == F32:
         return RUN_F32
     return RUN_HALF if dt == st else RUN_MIXED
 
 
-def slot_of(row):
-    """[row, column] of HELPERS.addresses that runs an instruction row, or None for the rows the
-    executor runs itself."""
+def slots_of(row):
+    """The [row, column]s of HELPERS.addresses that run an instruction row: none for the rows
+    the executor runs itself; an element-wise row's lane and the lane walk for a walked one."""
     kind = int(row[KIND])
     if kind == ELEMENTWISE:
-        return int(row[OP]), python(variant_of)(int(row[FLAT]), int(row[DT_DST]), int(row[DT_SRC]))
+        slot = int(row[OP]), python(variant_of)(int(row[FLAT]), int(row[DT_DST]), int(row[DT_SRC]))
+        return [slot, (0, WALKS)] if slot[1] == LANE else [slot]
     if kind == EVENT or (kind == COPY and row[COPY_DIR] != UB_TO_UB):
-        return None
-    return 0, python(family_of)(kind)
+        return []
+    return [(0, python(family_of)(kind))]
 
 
 class Helpers:
@@ -86,27 +90,25 @@ class Helpers:
         self._lock = threading.RLock()
         self._compiled = {}   # slot -> its C function (kept alive: the table holds its address)
         dtype = object if numba.config.DISABLE_JIT else np.int64
-        self.addresses = np.zeros((256, len(VARIANT_NAMES)), dtype)
+        self.addresses = np.zeros((256, max(len(VARIANT_NAMES), len(FAMILY_NAMES))), dtype)
 
     def install(self, row):
-        """Compile (or load) the helper that runs `row`, if the table lacks it."""
-        slot = slot_of(row)
-        if slot is None:
-            return
-        with self._lock:
-            opcode, column = slot
-            self._grow(opcode)
-            if _filled(self.addresses[slot]):
-                return
-            if opcode == 0:
-                module, name = families, FAMILY_NAMES[column]
-                what = FAMILY_WHAT[name]
-            else:
-                from .table import TABLE
-                entry = TABLE.by_opcode[opcode]
-                module, name = loops_module(entry), VARIANT_NAMES[column]
-                what = f"{entry.name}'s {VARIANT_WHAT[name]}"
-            self.addresses[slot] = self._compile(module, name, what)
+        """Compile (or load) the helpers that run `row`, if the table lacks them."""
+        for slot in slots_of(row):
+            with self._lock:
+                opcode, column = slot
+                self._grow(opcode)
+                if _filled(self.addresses[slot]):
+                    continue
+                if opcode == 0:
+                    module, name = families, FAMILY_NAMES[column]
+                    what = FAMILY_WHAT[name]
+                else:
+                    from .table import TABLE
+                    entry = TABLE.by_opcode[opcode]
+                    module, name = loops_module(entry), VARIANT_NAMES[column]
+                    what = f"{entry.name}'s {VARIANT_WHAT[name]}"
+                self.addresses[slot] = self._compile(module, name, what)
 
     def _compile(self, module, name, what):
         if numba.config.DISABLE_JIT:
@@ -115,7 +117,8 @@ class Helpers:
         if function is None:
             entry = getattr(module, name + "_entry")
             announce_compile(what, ESTIMATE_S[name], cached=_cached(entry))
-            signature = RUN_HELPER if name.startswith("run_") else ROW_HELPER
+            signature = (RUN_HELPER if name.startswith("run_") else LANE_HELPER
+                         if name == "lane" else ROW_HELPER)
             function = self._compiled[(module.__name__, name)] = c_helper(entry, signature)
         return function.address
 
@@ -147,7 +150,7 @@ def _filled(entry):
 
 
 # the CPU seconds a cold compile of each helper took on the 2-core machine (the notice's estimate)
-ESTIMATE_S = {"walk": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 2,
+ESTIMATE_S = {"lane": 1, "walks": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 2,
               "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "executor": 3}
 COMPILE_LISTENERS = []   # callables (message) that show compile notices; stderr when empty
 

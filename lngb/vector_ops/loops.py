@@ -9,9 +9,9 @@ factory share one qualified name, so their cached machine code can bind the wron
 module, this file holds Add's loops.
 
 A module has four helpers, each compiled the first time a program runs a row that needs it
-(helpers.py), each with a C entry point `<name>_entry` of pointers (`_jit.c_helper`) that the
-executor calls out of line, and called directly in pure Python. The helpers are inlined into
-their entry points (a call between the two cost a short row 10-20 ns):
+(helpers.py), each with a C entry point `<name>_entry` (`_jit.c_helper`) that the executor calls
+out of line, and called directly in pure Python. The helpers are inlined into their entry points
+(a call between the two cost a short row 10-20 ns):
 
 - `run_f32`, `run_half`, `run_mixed`: the contiguous loops of a row whose operands' lanes follow
   each other (its FLAT column), by its types, on the UB's float32 and uint16 elements: `runs`
@@ -19,21 +19,18 @@ their entry points (a call between the two cost a short row 10-20 ns):
   d + r * dstep, a + r * sstep, b + r * sstep. The executor cuts a row into such pieces (on
   several cores in lock step, the pieces up to a granule's end: executor.contiguous_row), so one
   core and lock step share these loops.
-- `walk`: every other row (strided operands, partial masks, directed roundings to half), lane
-  by lane, on every core of ub, a block of `cores` interleaved UBs (walk.interleaved).
+- `lane`: the lane itself, which the lane walk (families.walks: every other row, i.e. strided
+  operands, partial masks, directed roundings to half) calls per lane through its pointer: one
+  walk for every instruction, compiled once (a walk per instruction cost each instruction's
+  first strided row 1.5-2 s).
 """
 import numpy as np
 from numba import carray
 
 from lngb._jit import njit
 from lngb.vector_ops.half import narrow_rint, widen
-from lngb.vector_ops.kernels import load, scalar_of, store
 from lngb.vector_ops.lanes import add as lane
-from lngb.vector_ops.program import (DST, DST_BLK, DST_REP, DT_DST, DT_SRC, F32, N_COLS, ROUND,
-                                     SAT, SCALAR, SCALAR_AT, SOURCES, SRC0, SRC0_BLK, SRC0_REP,
-                                     SRC1, SRC1_BLK, SRC1_REP)
-from lngb.vector_ops.walk import (G_BYTE, dtype_size, element_shift, interleaved, lane_active,
-                                  lane_index, lanes_per_repeat, repeat_count)
+from lngb.vector_ops.program import F32
 
 
 # --- the contiguous loops --------------------------------------------------------------------
@@ -112,46 +109,6 @@ def run_mixed(f32, u16, d, a, b, s, n, runs, dstep, sstep, dt, sat):
                 hv[k] = narrow_rint(lane(fv[k], zero, s), sat != 0)
 
 
-# --- the lane walk ----------------------------------------------------------------------------
-
-@njit(inline="always")
-def walk(ub, row, cores, scratch, flags):
-    """Any row, lane by lane, core by core."""
-    f32, u16 = ub.view(np.float32), ub.view(np.uint16)
-    for c in range(cores):
-        walk_core(f32, u16, cores, c, row, scratch)
-
-
-@njit
-def walk_core(f32, u16, cores, core, row, lanes):
-    """The element-wise instruction lane by lane on core `core` of f32, u16 (the elements of a
-    block of `cores` interleaved UBs): strided operands, partial masks, and directed roundings
-    to half (the rows whose FLAT is -1). `lanes`: 128 floats of work space."""
-    dt, st = row[DT_DST], row[DT_SRC]
-    dsize, ssize = dtype_size(dt), dtype_size(st)
-    dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
-    epr = lanes_per_repeat(row)
-    s = scalar_of(f32, u16, cores, core, dt, row[SCALAR_AT], row[SCALAR])
-    round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
-    for r in range(repeat_count(row, epr)):
-        for e in range(epr):  # read every source lane of the repeat before writing any
-            if lane_active(row, r, e, epr):
-                x = np.float32(0.0)
-                y = np.float32(0.0)
-                if sources >= 1:
-                    x = load(f32, u16, st, interleaved(lane_index(
-                        row[SRC0], ssize, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, sshift))
-                if sources >= 2:
-                    y = load(f32, u16, st, interleaved(lane_index(
-                        row[SRC1], ssize, row[SRC1_BLK], row[SRC1_REP], r, e), core, cores, sshift))
-                lanes[e] = lane(x, y, s)
-        for e in range(epr):
-            if lane_active(row, r, e, epr):
-                store(f32, u16, dt, interleaved(lane_index(
-                    row[DST], dsize, row[DST_BLK], row[DST_REP], r, e), core, cores, dshift),
-                      lanes[e], round_mode, sat)
-
-
 # --- the C entry points ----------------------------------------------------------------------
 
 def run_f32_entry(f32, u16, nbytes, d, a, b, s, n, runs, dstep, sstep, dt, sat):
@@ -169,5 +126,5 @@ def run_mixed_entry(f32, u16, nbytes, d, a, b, s, n, runs, dstep, sstep, dt, sat
              dt, sat)
 
 
-def walk_entry(ub, nbytes, row, cores, scratch, flags):
-    walk(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256), carray(flags, 256))
+def lane_entry(a, b, s):
+    return lane(a, b, s)
