@@ -134,7 +134,6 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
     cores = bases.shape[0]
     points, next_bases, cursor = ahead[1], ahead[2], ahead[3]
     prefetches = points.shape[0] * next_bases.shape[0]
-    f32, u16 = ub.view(np.float32), ub.view(np.uint16)
     scratch = np.empty(256, dtype=np.float32)   # the reductions' work space
     flags = np.empty(256, dtype=np.bool_)
     # fields are read as rows[i, FIELD]: a row view (program[i]) costs ~9 ns a row in reference
@@ -179,7 +178,7 @@ def execute_cores(ub, gms, bases, program, ahead, helpers, start):
                 for core in range(cores if at != 0 else 1):
                     first, count = (core, 1) if at != 0 else (0, cores)
                     s = (immediate(dt, rows[i, SCALAR]) if at == 0
-                         else scalar_of(f32, u16, cores, core, dt, at, rows[i, SCALAR]))
+                         else scalar_of(ub, cores, core, dt, at, rows[i, SCALAR]))
                     done = 0
                     while done < n:
                         # the lanes up to any operand's granule end, a run on each core a

@@ -229,11 +229,11 @@ def walks(ub, row, cores, scratch, flags, lane):
     `lane` (loops.lane_entry) on each."""
     f32, u16 = ub.view(np.float32), ub.view(np.uint16)
     for c in range(cores):
-        walk_core(f32, u16, cores, c, row, scratch, lane)
+        walk_core(ub, f32, u16, cores, c, row, scratch, lane)
 
 
 @njit
-def walk_core(f32, u16, cores, core, row, lanes, lane):
+def walk_core(ub, f32, u16, cores, core, row, lanes, lane):
     """The element-wise instruction lane by lane on core `core` of f32, u16 (the elements of a
     block of `cores` interleaved UBs): strided operands, partial masks, and directed roundings
     to half (the rows whose FLAT is -1). `lanes`: 128 floats of work space."""
@@ -241,7 +241,7 @@ def walk_core(f32, u16, cores, core, row, lanes, lane):
     dsize, ssize = dtype_size(dt), dtype_size(st)
     dshift, sshift = G_BYTE - element_shift(dt), G_BYTE - element_shift(st)
     epr = lanes_per_repeat(row)
-    s = scalar_of(f32, u16, cores, core, dt, row[SCALAR_AT], row[SCALAR])
+    s = scalar_of(ub, cores, core, dt, row[SCALAR_AT], row[SCALAR])
     round_mode, sat, sources = row[ROUND], row[SAT] != 0, row[SOURCES]
     for r in range(repeat_count(row, epr)):
         for e in range(epr):  # read every source lane of the repeat before writing any

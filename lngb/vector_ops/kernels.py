@@ -5,7 +5,7 @@ from .._jit import njit
 from .half import float_to_half, narrow_rint, widen
 from .program import F32
 from .types import RoundMode
-from .walk import G_F32, G_HALF, interleaved
+from .walk import G_BYTE, interleaved
 
 RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
 
@@ -41,13 +41,15 @@ def immediate(code, bits):
 
 
 @njit
-def scalar_of(f32, u16, cores, core, code, at, bits):
-    """The scalar operand of a row in type `code` on core `core` of a block of `cores`
-    interleaved UBs (f32, u16: its elements): the immediate's bits (SCALAR), or the scalar
-    register a GetValue filled (SCALAR_AT = 1 + its byte address). Not inlined: the executor's
+def scalar_of(ub, cores, core, code, at, bits):
+    """The scalar operand of a row in type `code` on core `core` of ub, a block of `cores`
+    interleaved UBs (bytes): the immediate's bits (SCALAR), or the scalar register a GetValue
+    filled (SCALAR_AT = 1 + its byte address), read byte by byte (so that the executor needs no
+    float view of the UB, whose code cost its first compile 0.6 s). Not inlined: the executor's
     hot loop stays small."""
     if at == 0:
         return immediate(code, bits)
-    if code == F32:
-        return f32[interleaved((at - 1) >> 2, core, cores, G_F32)]
-    return widen(u16[interleaved((at - 1) >> 1, core, cores, G_HALF)])
+    register = 0
+    for k in range(4 if code == F32 else 2):
+        register |= np.int64(ub[interleaved(at - 1 + k, core, cores, G_BYTE)]) << (8 * k)
+    return immediate(code, register)
