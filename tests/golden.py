@@ -448,7 +448,7 @@ def stratum(g):
 def golden_mode_params(table):
     """`table`'s rows as (golden, mode) parameters, ids "<mode>-<row id>" as the `mode` fixture
     gave them. The modes execute a row with the same kernels (lngb.core: every row retires
-    through TABLE.kernels.execute); what differs is around it: "fast" may reissue a memoised
+    through executor.execute); what differs is around it: "fast" may reissue a memoised
     count-form row and has no observers, "observed" makes trace records, "checked" adds the
     sanitizer's footprint and hazard checks. So every row runs in "fast" (the default), and
     "checked" and "observed" each run one row of every stratum (instruction, dtype, edge case,

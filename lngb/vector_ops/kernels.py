@@ -1,4 +1,5 @@
-"""Element loads and stores of the kernels (template.py), inlined where they are used."""
+"""Element loads and stores and the scalar operand of the kernels (loops.py, families.py,
+executor.py), inlined where they are used (scalar_of excepted)."""
 import numpy as np
 
 from .._jit import njit

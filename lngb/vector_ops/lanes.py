@@ -1,7 +1,7 @@
 """What one lane of each element-wise instruction computes: lane(a, b, s) -> fp32.
 
 a and b are the lane's source values (src0, src1; 0 where the instruction has fewer sources),
-s is the scalar operand, all as fp32 (half data is widened exactly first). `template.walk` (or
+s is the scalar operand, all as fp32 (half data is widened exactly first). `families.walks` (or
 an instruction's contiguous loops) reads the lanes, calls this, and stores the result rounded to
 the destination type (Cast: with its round mode). Adding an element-wise instruction is a function
 here plus its entry in `table.py`.

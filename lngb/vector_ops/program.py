@@ -3,7 +3,7 @@
 The Python wrappers validate a call and resolve it into a row: operands, mask, repeats, strides,
 the family kernel that runs it (KIND), how many sources it reads, a reduction's grouping, and the
 mask register it leaves behind. The core executes rows one by one or replays recorded programs;
-either way `kernels.execute` is the only code that gives instructions their semantics, and it
+either way `executor.execute` is the only code that gives instructions their semantics, and it
 dispatches on KIND, never on the numeric order of opcodes.
 """
 import numpy as np
