@@ -7,9 +7,9 @@ types, or its lane, which the lane walk calls), at [opcode, variant]; the lane w
 reduction, a block broadcast, a UB -> UB DataCopy or a GetValue, its family's, in row 0 (no
 instruction has opcode 0). An entry is 0 until a row needs it: the executor then stops before
 that row and returns its index, and the caller installs the helper (`install`) and resumes
-there. Installing compiles the helper, or
-loads it from Numba's disk cache (a few ms), so a process compiles only what its programs run,
-and registering an instruction compiles nothing until one of its rows runs.
+there. Installing compiles the helper, or loads it from Numba's disk cache (a few ms), so a
+process compiles only what its programs run, and registering an instruction compiles nothing
+until one of its rows runs.
 
 Compiled, an entry is the address of the helper's C function (`_jit.c_helper`); under
 NUMBA_DISABLE_JIT, the Python function itself.
@@ -37,13 +37,15 @@ from .program import (BROADCAST, COPY, COPY_DIR, DT_DST, DT_SRC, ELEMENTWISE, EV
 # an instruction's helpers (loops.py), by column: its lane (for the lane walk), its run loops
 LANE, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
 VARIANT_NAMES = ("lane", "run_f32", "run_half", "run_mixed")
-VARIANT_WHAT = {"lane": "lane (for the lane walk)", "run_f32": "float loops",
+VARIANT_WHAT = {"lane": "lane, for the lane walk", "run_f32": "float loops",
                 "run_half": "half loops", "run_mixed": "loops"}
 # the families' columns in row 0 (families.py)
 REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS, WALKS = range(5)
 FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts", UB_COPIES: "ub_copies",
                 SCALAR_READS: "scalar_reads", WALKS: "walks"}
 
+SIGNATURES = {"lane": LANE_HELPER, "run_f32": RUN_HELPER, "run_half": RUN_HELPER,
+              "run_mixed": RUN_HELPER}   # the families' are ROW_HELPER
 FAMILY_WHAT = {"reductions": "the reductions", "broadcasts": "Brcb and DuplicateLane",
                "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue",
                "walks": "the lane walk"}
@@ -88,7 +90,8 @@ class Helpers:
 
     def __init__(self):
         self._lock = threading.RLock()
-        self._compiled = {}   # slot -> its C function (kept alive: the table holds its address)
+        # (module, helper) -> its C function, kept alive: the table holds its address
+        self._compiled = {}
         dtype = object if numba.config.DISABLE_JIT else np.int64
         self.addresses = np.zeros((256, max(len(VARIANT_NAMES), len(FAMILY_NAMES))), dtype)
 
@@ -117,8 +120,7 @@ class Helpers:
         if function is None:
             entry = getattr(module, name + "_entry")
             announce_compile(what, ESTIMATE_S[name], cached=_cached(entry))
-            signature = (RUN_HELPER if name.startswith("run_") else LANE_HELPER
-                         if name == "lane" else ROW_HELPER)
+            signature = SIGNATURES.get(name, ROW_HELPER)
             function = self._compiled[(module.__name__, name)] = c_helper(entry, signature)
         return function.address
 
@@ -150,8 +152,8 @@ def _filled(entry):
 
 
 # the CPU seconds a cold compile of each helper took on the 2-core machine (the notice's estimate)
-ESTIMATE_S = {"lane": 1, "walks": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 2,
-              "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "executor": 3}
+ESTIMATE_S = {"lane": 1, "walks": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 3,
+              "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "executor": 4}
 COMPILE_LISTENERS = []   # callables (message) that show compile notices; stderr when empty
 
 
