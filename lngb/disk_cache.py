@@ -21,6 +21,7 @@ A compiled function is valid while its own file and every file of lngb's jitted 
 unchanged (`SOURCES_FINGERPRINT`, part of every function's source stamp): Numba alone checks
 only the defining file, which missed an edited helper inlined from another one.
 """
+import functools
 import hashlib
 import os
 import pathlib
@@ -95,8 +96,10 @@ def forget_root():
     global _root
     with _lock:
         _root = None
+        _cache_subdir.cache_clear()
 
 
+@functools.lru_cache(maxsize=None)
 def _cache_subdir(path):
     """Where under numba_dir() the cache of source file `path` goes, or None for a file not
     lngb's: <SOURCES_FINGERPRINT>/<its folder in the package, or "generated">. Relative, so
@@ -197,6 +200,7 @@ def clear():
     returns the paths removed."""
     removed = []
     _made.clear()
+    _cache_subdir.cache_clear()
     directory = root()
     if directory.exists():
         shutil.rmtree(directory, ignore_errors=True)
