@@ -99,7 +99,7 @@ def forget_root():
         _cache_subdir.cache_clear()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cache_subdir(path):
     """Where under numba_dir() the cache of source file `path` goes, or None for a file not
     lngb's: <SOURCES_FINGERPRINT>/<its folder in the package, or "generated">. Relative, so

@@ -967,3 +967,27 @@ def test_the_environment_is_read_as_os_environ_reads_it(monkeypatch):
             return "observed"
     monkeypatch.setattr(os, "environ", Overridden())
     assert environment("LNGB_MODE") == "observed"
+
+
+def test_the_executor_takes_rows_that_are_not_contiguous():
+    """The helpers read a row by its address: a strided program runs as its contiguous copy,
+    and a UB that is not contiguous is refused."""
+    from lngb.vector_ops import executor
+    core = lngb.AICore("atlas-a2", mode="observed")
+    a, b = core.alloc(64, np.float32), core.alloc(128, np.float32)
+    a.write(np.arange(64, dtype=np.float32))
+    lngb.vector_ops.Muls(b, a, 3.0, 64)   # the run loops take their row's fields as arguments,
+    lngb.vector_ops.WholeReduceSum(b[64], b, 64, 1, 1, 1, 8)   # a family its address
+    rows = np.array([r.row for r in core.trace])
+    strided = np.zeros((2 * len(rows), rows.shape[1]), np.int64)
+    strided[::2] = rows
+    gms = [np.zeros(64, np.uint8) for _ in range(4)]
+    want, got = core.ub.copy(), core.ub.copy()
+    want[:b.address + 512] = got[:b.address + 512] = 0
+    want[a.address:a.address + 256] = got[a.address:a.address + 256] = core.ub[
+        a.address:a.address + 256]
+    executor.execute(want, gms, rows)
+    executor.execute(got, gms, strided[::2])
+    assert np.array_equal(got, want) and np.array_equal(want, core.ub)
+    with pytest.raises(lngb.InvalidArgumentError, match="C-contiguous UB"):
+        executor.execute(np.zeros((2, want.size), np.uint8)[:, 0], gms, rows)

@@ -28,6 +28,7 @@ import os
 import numpy as np
 
 from lngb._jit import call_row, call_run, njit, prefetch
+from lngb.errors import InvalidArgumentError
 from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, WALKS, announce_compile, family_of,
                                      variant_of)
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST,
@@ -234,7 +235,12 @@ def run_steps(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, progra
 
 
 def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases):
-    """run_steps from the first row, installing each helper a row needs when it stops there."""
+    """run_steps from the first row, installing each helper a row needs when it stops there.
+    The helpers take the UB and a row by address: both must be C-contiguous."""
+    if not (ub.flags.c_contiguous and rows.flags.c_contiguous):
+        if not ub.flags.c_contiguous:
+            raise InvalidArgumentError("the executor needs a C-contiguous UB")
+        rows = np.ascontiguousarray(rows)
     arguments = (ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases)
     step, row = 0, 0
     while True:

@@ -211,7 +211,10 @@ def loops_source(entry):
     source = LOOPS.read_text()
     if PLACEHOLDER_LANE not in source:
         raise AssertionError("loops.py lost its placeholder lane import")
-    fingerprint = hashlib.sha1(lane_fingerprint(entry.lane)).hexdigest()
+    function = getattr(entry.lane, "py_func", entry.lane)
+    # the lane's file and its name in it: two lanes of one file make two modules
+    fingerprint = hashlib.sha1(lane_fingerprint(entry.lane)
+                               + function.__qualname__.encode()).hexdigest()
     binding = ("from lngb.vector_ops.table import TABLE\n"
                f"lane = TABLE.by_opcode[{entry.opcode}].lane  # {entry.name}; its source: "
                f"{fingerprint}\n")
