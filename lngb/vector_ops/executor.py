@@ -23,14 +23,12 @@ of the row, which counts no references).
 Under NUMBA_DISABLE_JIT this is plain Python, to step in pdb, and the helpers are Python
 functions.
 """
-import os
-
 import numpy as np
 
 from lngb._jit import call_row, call_run, njit, prefetch
 from lngb.errors import InvalidArgumentError
-from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, WALKS, announce_compile, family_of,
-                                     variant_of)
+from lngb.vector_ops.helpers import (ESTIMATE_S, HELPERS, WALKS, announce_compile,
+                                     cached_on_disk, family_of, variant_of)
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST,
                                      DST_GAP, DT_DST, DT_SRC, ELEMENTWISE, EVENT, FLAT, GM_SLOT,
                                      GM_SLOTS, GM_TO_UB, KIND, OP, SAT, SCALAR,
@@ -242,11 +240,11 @@ def run_schedule(ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, pro
             raise InvalidArgumentError("the executor needs a C-contiguous UB")
         rows = np.ascontiguousarray(rows)
     arguments = (ub, gm0, gm1, gm2, gm3, rows, starts, points, point_starts, programs, bases)
+    if not _announced:
+        announce_compile("the executor", ESTIMATE_S["executor"], compiled_on_disk())
+        _announced.append(True)
     step, row = 0, 0
     while True:
-        if not _announced:
-            announce_compile("the executor", ESTIMATE_S["executor"], compiled_on_disk())
-            _announced.append(True)
         stopped = run_steps(*arguments, HELPERS.addresses, step, row)
         if stopped == DONE:
             return
@@ -258,10 +256,10 @@ _announced = []
 
 
 def compiled_on_disk():
-    """Whether run_steps is compiled in this process or in Numba's disk cache."""
-    cache = getattr(run_steps, "_cache", None)
-    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    return bool(getattr(run_steps, "signatures", ())) or index is None or os.path.exists(index)
+    """Whether run_steps is compiled in this process or in Numba's disk cache (or runs as
+    Python)."""
+    python = getattr(run_steps, "py_func", None)
+    return python is None or bool(run_steps.signatures) or cached_on_disk(python)
 
 
 def execute(ub, gms, program):

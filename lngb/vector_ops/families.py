@@ -2,9 +2,8 @@
 runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
 PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys, GetValue, and
 the lane walk of element-wise rows. Each is a body (ub, row, cores, scratch, flags, lane) on
-every core of ub, a block of `cores`
-interleaved UBs (walk.interleaved), inlined into its C entry point `<body>_entry` of pointers
-(see loops.py)."""
+every core of ub, a block of `cores` interleaved UBs (walk.interleaved), inlined into its C
+entry point `<body>_entry` of pointers (see loops.py)."""
 import numpy as np
 from numba import carray
 

@@ -119,7 +119,7 @@ class Helpers:
         function = self._compiled.get((module.__name__, name))
         if function is None:
             entry = getattr(module, name + "_entry")
-            announce_compile(what, ESTIMATE_S[name], cached=_cached(entry))
+            announce_compile(what, ESTIMATE_S[name], cached=cached_on_disk(entry))
             signature = SIGNATURES.get(name, ROW_HELPER)
             function = self._compiled[(module.__name__, name)] = c_helper(entry, signature)
         return function.address
@@ -166,7 +166,7 @@ def announce_compile(what, seconds, cached):
         listener(message)
 
 
-def _cached(python_function):
+def cached_on_disk(python_function):
     """Whether Numba's disk cache holds a compiled form of the module-level `python_function`
     (its index file exists)."""
     from numba.core.caching import FunctionCache
