@@ -165,6 +165,7 @@ class AICore:
         self.scalar_reads = 0      # GetValues so far: they take the scalar registers in turn
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
+        self.running_kernel = False  # simulate_kernel's kernel runs on it (host_access warns)
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
         self._observers = []
@@ -439,6 +440,16 @@ class AICore:
             raise recording.ScalarAccess(api)
         size = tensor.dtype.itemsize
         issue_event(self, api, tensor.address + index * size, size)
+
+    def host_access(self, api):
+        """A host read or write of tensor data while the core runs a kernel: a recording cannot
+        hold one (its stream may depend on the data: recording.ScalarAccess, the kernel runs
+        live), and checked mode warns that the device has no such access."""
+        if self.recorder is not None:
+            raise recording.ScalarAccess(api)
+        if self.mode == "checked" and self.running_kernel:
+            warn(f"{api} inside a kernel: the device cannot touch tensor data from the host; "
+                 "move data with DataCopy and read single values with GetValue")
 
     def host_write(self, address, nbytes):
         """Host writes are not instructions, but observers see the bytes they initialise."""

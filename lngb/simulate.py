@@ -6,11 +6,13 @@ The kernel is called once per core, that core current, with a GlobalTensor per i
 Inputs are copied (the caller's arrays are never modified); outputs start from zeros or from the
 arrays given. With several cores each runs in its own thread and `SyncAll()` waits for all.
 
-In fast mode a one-core kernel with at most four GM tensors is recorded once per (kernel,
-shapes, dtypes) and replayed: it must issue the same instructions whatever the data (a GetValue
-feeding a Duplicate is fine; a value used in Python makes it run live). Otherwise it runs live.
+Inputs that are not arrays are scalar arguments, passed to the kernel as they are. In fast and
+checked mode a one-core kernel with at most four GM tensors is recorded once per (the shapes
+and dtypes, the scalar arguments' values, and the values of everything its code reads from
+Python: runtime.reads) and replayed; a kernel reading anything with no value-exact key runs
+afresh on every call. Data read in Python (a GetValue's value used in Python, a host read of GM
+or UB) makes it run live. Either way a call gives the bits a live observed run gives.
 """
-import itertools
 import threading
 
 import numpy as np
@@ -20,13 +22,13 @@ from .core import AICore, resolve_mode
 from .errors import CapacityError, InvalidArgumentError
 from .observers.cost import CostModel
 from .products import get_product
-from .runtime.cache import Exact, Uncacheable
+from .runtime.cache import Uncacheable, exact
+from .runtime.reads import kernel_key
 from .runtime.recording import program_key, read_only, run_program
 from .tensor import MAX_GM_BYTES, GlobalTensor
 from .vector_ops.program import GM_SLOTS, N_COLS
 
 _BLOCK = threading.local()
-_TOKENS = itertools.count(1)
 
 
 def GetBlockIdx():
@@ -65,31 +67,12 @@ class SimulationResult:
         return f"SimulationResult(outputs=[{shapes}], cores={len(self.cores)})"
 
 
-class _KernelKey:
-    """A kernel function as part of a cache key: a token of its own (never reused, unlike id)."""
-
-    def __init__(self, kernel):
-        token = getattr(kernel, "_lngb_token", None)
-        if token is None:
-            token = next(_TOKENS)
-            try:
-                kernel._lngb_token = token
-            except AttributeError:   # no attributes (a builtin, a method): not cacheable
-                token = None
-        self.token = token
-
-    def cache_key(self):
-        if self.token is None:
-            raise Uncacheable("this kernel cannot carry a token")
-        return Exact(("kernel", self.token))
-
-
 def _arrays(api, inputs, outputs):
     ins = []
     for k, a in enumerate(inputs):
         if not isinstance(a, np.ndarray):
-            raise InvalidArgumentError(f"{api}: input {k} must be a numpy array, got "
-                                       f"{type(a).__name__}")
+            ins.append(_scalar_argument(api, k, a))
+            continue
         ins.append(_copy(api, f"input {k}", a))   # the caller's array is never written
     outs = []
     if not isinstance(outputs, (list, tuple)):
@@ -107,6 +90,39 @@ def _arrays(api, inputs, outputs):
                                        f"got {o!r}") from None
         outs.append(_copy(api, f"output {k}", layout))
     return ins, outs
+
+
+class Scalar:
+    """A scalar argument of the kernel (passed as it is; its value is part of the replay key)."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value, key):
+        self.value, self.key = value, key
+
+
+def _scalar_argument(api, k, value):
+    try:
+        return Scalar(value, exact(value))
+    except Uncacheable:
+        raise InvalidArgumentError(
+            f"{api}: input {k} must be a numpy array (a GM tensor) or a scalar argument (a "
+            f"number, string, enum, tuple or dataclass such as a tiling struct), got "
+            f"{type(value).__name__}") from None
+
+
+def _with_scalars(kernel, ins):
+    """`kernel` called with the GM tensors and the scalar arguments in the order given."""
+    scalars = [(k, a.value) for k, a in enumerate(ins) if isinstance(a, Scalar)]
+    if not scalars:
+        return kernel
+
+    def with_scalars(*tensors):
+        args = list(tensors)
+        for k, value in scalars:
+            args.insert(k, value)
+        return kernel(*args)
+    return with_scalars
 
 
 def _copy(api, name, array):
@@ -137,14 +153,16 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
         check_int(api, "threads", threads, 1)
     mode = resolve_mode(api, mode)
     ins, outs = _arrays(api, inputs, outputs)
-    arrays = ins + outs
+    arrays = [a for a in ins if not isinstance(a, Scalar)] + outs
     gms = [a.reshape(-1).view(np.uint8) for a in arrays]
     dtypes = [a.dtype for a in arrays]
     cores = [AICore(product, mode) for _ in range(block_dim)]
+    body = _with_scalars(kernel, ins)
     if block_dim == 1:
-        rows = [_run_one(cores[0], kernel, gms, dtypes)]
+        rows = [_run_one(cores[0], kernel, body, [a.key for a in ins if isinstance(a, Scalar)],
+                         gms, dtypes)]
     else:
-        rows = _run_cores(cores, kernel, gms, dtypes, min(threads or block_dim, block_dim))
+        rows = _run_cores(cores, body, gms, dtypes, min(threads or block_dim, block_dim))
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
@@ -160,24 +178,27 @@ def _body(core, kernel, gms, dtypes, idx, num):
     def body():
         outer = (GetBlockIdx(), GetBlockNum())   # a kernel may run inside another's
         _BLOCK.idx, _BLOCK.num = idx, num
+        core.running_kernel = True
         try:
             with core:
                 kernel(*global_tensors(gms, dtypes))
         finally:
             _BLOCK.idx, _BLOCK.num = outer
+            core.running_kernel = False
     return body
 
 
-def _run_one(core, kernel, gms, dtypes):
-    """One core: recorded and replayed in fast mode when its GM fits the slots, else live."""
+def _run_one(core, kernel, body, scalars, gms, dtypes):
+    """One core: recorded and replayed in fast mode when its GM fits the slots and everything
+    `kernel` reads from Python has a value-exact key (runtime.reads), else live."""
     key = None
     if len(gms) <= GM_SLOTS:
         try:
-            key = program_key(core, ("simulate_kernel", _KernelKey(kernel),
+            key = program_key(core, ("simulate_kernel", kernel_key(kernel), tuple(scalars),
                                      tuple((g.size, d.str) for g, d in zip(gms, dtypes))))
         except Uncacheable:
             pass
-    return run_on_core(core, kernel, gms, dtypes, key)
+    return run_on_core(core, body, gms, dtypes, key)
 
 
 def run_on_core(core, kernel, gms, dtypes, key):

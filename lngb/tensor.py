@@ -111,6 +111,7 @@ class LocalTensor:
 
     def read(self):
         """A host copy of the tensor's contents in its allocated shape (no instruction)."""
+        self.core.host_access("LocalTensor.read")
         return self._host_view().copy().reshape(self.shape)
 
     def write(self, array):
@@ -122,6 +123,7 @@ class LocalTensor:
         if array.size > self.size:
             raise OutOfBoundsError(
                 f"LocalTensor.write: {array.size} elements do not fit in {self.size}")
+        self.core.host_access("LocalTensor.write")
         self.core.acquire()
         try:
             self._host_view()[:array.size] = array.reshape(-1)
@@ -174,7 +176,7 @@ def _describe(value):
 class GlobalTensor:
     """GM: wraps a C-contiguous numpy array without copying (writes land in the caller's array)."""
 
-    __slots__ = ("array", "gm", "offset", "size", "dtype", "readonly")
+    __slots__ = ("_array", "gm", "offset", "size", "dtype", "readonly")
 
     def __init__(self, array, *, _gm=None, _offset=0, _size=None):
         if _gm is None:
@@ -188,7 +190,7 @@ class GlobalTensor:
                 raise InvalidArgumentError("GlobalTensor needs a C-contiguous array")
             _gm = gm_bytes(array)
             _size = array.size
-        self.array = array
+        self._array = array
         self.gm = _gm
         self.offset = _offset
         self.size = _size
@@ -215,9 +217,23 @@ class GlobalTensor:
 
     def __getitem__(self, offset):
         offset = _index(f"GlobalTensor[{offset!r}]", offset, self.size)
-        flat = self.array.reshape(-1)[offset:]
+        flat = self._array.reshape(-1)[offset:]
         return GlobalTensor(flat, _gm=self.gm, _offset=self.offset + offset * self.dtype.itemsize,
                             _size=self.size - offset)
+
+    @property
+    def array(self):
+        """The host's numpy view of the tensor. Inside a kernel this is a host read of GM, which
+        the device cannot do (its way is a DataCopy): the kernel then runs live, and checked
+        mode warns."""
+        stack = getattr(_local, "stack", None)
+        if stack:
+            stack[-1].host_access("GlobalTensor.array (a host read of GM)")
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.array
+        return array if dtype is None else array.astype(dtype)
 
     def __repr__(self):
         return f"GlobalTensor<{self.dtype.name}>(size={self.size}, offset={self.offset})"

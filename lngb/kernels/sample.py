@@ -43,6 +43,11 @@ class SampleKernel:
         DataCopy(gm_g, out_g, h)
         DataCopy(gm_b, out_b, h)
 
+    def cache_key(self):
+        """Everything its instruction stream depends on (simulate_kernel's replay key)."""
+        from ..runtime.cache import exact   # here: the kernel's line numbers are documented
+        return exact((tuple(self.shape), self.dtype, self.tmp_bytes, self.tiling, self.reuse))
+
 
 def padded(nbytes):
     """Bytes rounded up to whole 32-byte blocks (what a DataCopy moves)."""
