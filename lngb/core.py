@@ -166,6 +166,7 @@ class AICore:
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
         self.running_kernel = False  # simulate_kernel's kernel runs on it (host_access warns)
+        self.unbound_gm = None       # the retiring DataCopy's GM buffer, if bound to no slot
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
         self._observers = []
@@ -316,11 +317,13 @@ class AICore:
             self.release()
 
     def _retire(self, row, record, gm):
+        unbound = gm if gm is not None and self.gms[row[GM_SLOT]] is not gm else None
+        self.unbound_gm = unbound   # a GM buffer bound to no slot, for the checks to name
         for check in self._checks:
             check(record)
         if row[KIND] != EVENT:
             gms = self.gms
-            if gm is not None and gms[row[GM_SLOT]] is not gm:
+            if unbound is not None:
                 gms = gms[:row[GM_SLOT]] + (gm,) + gms[row[GM_SLOT] + 1:]
             executor.execute(self.ub, gms, row.reshape(1, -1))
         self._advance(row)

@@ -210,6 +210,8 @@ def test_cann_row_loop_matches_naive(shape, mode):
             PipeBarrier(PIPE_V)
         SetMaskNorm()
         ResetMask()
+        SetFlag(HardEvent.V_MTE3, 0)   # the copies out wait for the sums
+        WaitFlag(HardEvent.V_MTE3, 0)
         g_gm, b_gm = np.zeros(H, F32), np.zeros(H, F32)
         DataCopy(lngb.GlobalTensor(g_gm), out_g, H)
         DataCopy(lngb.GlobalTensor(b_gm), out_b, H)

@@ -17,7 +17,7 @@ from lngb import (CapacityError, HazardError, InvalidArgumentError, Uninitialize
 from lngb.pipe import TBuf, TPipe, TQue
 from lngb.host import prepare_operator
 from lngb.runtime import schedule as scheduling
-from lngb.vector_ops import HardEvent, executor
+from lngb.vector_ops import PIPE_ALL, HardEvent, PipeBarrier, executor
 from lngb.vector_ops.program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, DST, EVENT, GM_SLOT,
                                      GM_TO_UB, KIND, SRC0, SRC1, SRC_GAP, UB_TO_GM)
 from lngb.vector_ops.table import TABLE
@@ -344,9 +344,17 @@ def test_reading_a_partial_nobody_wrote_is_uninitialised(monkeypatch):
 
 
 def test_reading_another_cores_partial_without_sync_all_is_a_hazard(monkeypatch):
+    """Without its SyncAll a core reads the workspace its own MTE3 may still be writing (a
+    hazard between its pipes) and the other cores' partials (between cores); with the pipes
+    drained, the second is still caught."""
+    dy, rfg = inputs((2, 7, 64), np.float32, seed_of("nosync"))
     monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "Sync",
                         lambda self, at: self.pipe.Destroy())
-    dy, rfg = inputs((2, 7, 64), np.float32, seed_of("nosync"))
+    with pytest.raises(HazardError, match=r"reads GM bytes .* on PIPE_MTE3.*MTE3_MTE2"):
+        lngb.emulate_operator(dy, rfg, block_dim=3, mode="checked")
+    lngb.clear_caches()
+    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "Sync",
+                        lambda self, at: (self.pipe.Destroy(), PipeBarrier(PIPE_ALL)))
     with pytest.raises(HazardError, match="a SyncAll must separate them"):
         lngb.emulate_operator(dy, rfg, block_dim=3, mode="checked")
 
@@ -613,8 +621,13 @@ def test_reading_workspace_before_this_core_writes_it_is_uninitialised(monkeypat
 
     def read_the_row_first(self, cols, at):
         acc = self.member["acc"]
+        spare = self.core.product.event_ids - 1   # an id the kernel's queues leave free
+        lngb.vector_ops.SetFlag(HardEvent.V_MTE2, spare)   # the accumulator's V writes done
+        lngb.vector_ops.WaitFlag(HardEvent.V_MTE2, spare)
         lngb.vector_ops.DataCopy(acc, self.gm(multicore.WORKSPACE, at[multicore.WORKSPACE],
                                               np.float32), cols)
+        lngb.vector_ops.SetFlag(HardEvent.MTE2_MTE3, spare)   # before the copy out reads it
+        lngb.vector_ops.WaitFlag(HardEvent.MTE2_MTE3, spare)
         return real(self, cols, at=at)
     monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial", read_the_row_first)
     dy, rfg = inputs((1, 4, 64), np.float32, seed_of("read first"))

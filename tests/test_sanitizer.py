@@ -192,8 +192,8 @@ def test_kernels_with_scalar_access_run_live_in_every_mode():
         def kernel():
             with core:
                 DataCopy(a, lngb.GlobalTensor.in_arena(gm, 0, np.float32, 64), 64)
-                SetFlag(HardEvent.MTE2_V, 0)
-                WaitFlag(HardEvent.MTE2_V, 0)
+                SetFlag(HardEvent.MTE2_S, 0)   # the scalar unit waits for the copy
+                WaitFlag(HardEvent.MTE2_S, 0)
                 a.SetValue(0, 99.0)
                 lngb.vector_ops.Duplicate(b, float(a.GetValue(5)), 64)
         core.run_recorded("scalar-kernel", kernel, (gm,))

@@ -1,10 +1,22 @@
-"""mode="checked": shadow memory of initialised UB bytes and V-pipe hazards, an observer of the
-core (lngb.core).
+"""mode="checked": shadow memory of initialised UB bytes and hazards between and within pipes,
+an observer of the core (lngb.core).
 
 Before an instruction executes, its exact read and write bytes (vector_ops.footprint, the same
-walk as the kernels) are checked: reading a byte nothing has written raises
-UninitializedReadError; on A2/A3/310P, touching bytes another vector instruction wrote or read
-since the last PipeBarrier(PIPE_V) raises HazardError (the 950 orders V after V in hardware).
+walk as the kernels; a GM DataCopy's GM bursts too) are checked: reading a UB byte nothing has
+written raises UninitializedReadError; touching bytes another pipe's instruction wrote or read
+that is not yet known complete raises HazardError (RAW, WAR or WAW), naming both instructions
+and the event that would order them. Ordered is only what the device orders (spec
+vector_unit.md §7):
+
+- program order within MTE2, within MTE3 and within S; V after V only across a
+  PipeBarrier(PIPE_V) on A2/A3/310P (the 950 orders V after V in hardware);
+- SetFlag(src -> dst) / WaitFlag: what src issued before the SetFlag, and what src knew
+  complete, is known complete to dst after the WaitFlag (TQue's EnQue/DeQue/AllocTensor/
+  FreeTensor emit these); a WaitFlag on S holds back every later instruction of every pipe;
+- PipeBarrier(PIPE_ALL) and SyncAll: everything issued before them;
+- a scalar read (GetValue) completes when issued, so nothing later can race with it; a scalar
+  write (SetValue) is seen by another pipe only after an S -> pipe flag.
+
 Nothing executes when a check fails. The check of a recorded program from a pristine core is
 kept (in the shared cache) and reused by later pristine runs of it.
 """
@@ -16,16 +28,18 @@ import numpy as np
 from ..errors import HazardError, UninitializedReadError
 from ..runtime.cache import Cache
 from ..vector_ops.footprint import footprint
-from ..vector_ops.program import DST, EVENT, KIND, OP, SRC0, SRC1
+from ..vector_ops.program import COPY, DST, EVENT, KIND, OP, PIPE, SRC0, SRC1
 from ..vector_ops.table import TABLE
 from ..vector_ops.types import HardEvent, Pipe
+from ..vector_ops.walk import gm_bursts
 
 OPCODES = {name: TABLE[name].opcode for name in ("PipeBarrier", "SyncAll", "Undefine", "SetFlag",
                                                   "WaitFlag", "GetValue", "SetValue")}
-BARRIERS = (OPCODES["PipeBarrier"], OPCODES["SyncAll"])
 CHECKS = Cache("sanitizer checks")
-
-
+S, V, MTE2, MTE3 = (int(p) for p in (Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3))
+PIPES = 4                 # S, V, MTE2, MTE3: the pipes that touch memory
+UB_READERS = (V, MTE3)    # the pipes whose UB reads take time (a scalar read is done at issue)
+ALWAYS = np.iinfo(np.int64).max   # an ordering limit that orders every earlier access
 _SCRATCH = threading.local()
 
 
@@ -54,53 +68,60 @@ class Sanitizer:
     def __init__(self, core):
         self.core = weakref.proxy(core)  # no cycle: the core is freed as soon as it is unused
         size = core.ub.size  # the UB bytes, registers included
-        # the Ascend 950 orders V after V in hardware: no V hazards to find there
+        # the Ascend 950 orders V after V in hardware
         self.orders_v = core.product.kernel_path == "regbase"
         self.initialised = np.zeros(size, dtype=bool)
-        self._seqs = None  # last V instruction writing / reading each byte, made on first use
-        self.last_v_barrier = 0
-        self.last_v_seq = 0          # the last vector instruction checked
-        self.v_done_known = {}       # pipe -> the last V instruction it knows has completed
-        self.flag_payloads = {}      # (src, dst, id) -> v_done_known carried by pending SetFlags
-        self.pristine = True  # nothing checked or written yet: a recorded check may be reused
+        self._ub = None        # (writer clock, writer pipe, reader clocks per pipe), on first use
+        self.gm = {}           # GM buffer -> [(clock, pipe, is write, starts, ends)] in flight
+        self.clock = 0         # every access checked, numbered in issue order
+        self.issued = [0] * PIPES           # the last access of each pipe
+        self.known = [[0] * PIPES for _ in range(PIPES)]   # [p][q]: q's accesses done for p
+        self.payloads = {}     # (src, dst, id) -> the known-complete lists pending SetFlags carry
+        self.who = {}          # clock -> (seq, name, source, pipe) of the access
+        self.pristine = True   # nothing checked or written yet: a recorded check may be reused
         self._bounds = np.zeros(2, dtype=np.int64)
 
-    @property
-    def v_write_seq(self):
-        return self._seq_arrays()[0]
-
-    @property
-    def v_read_seq(self):
-        return self._seq_arrays()[1]
-
-    def _seq_arrays(self):
-        if self._seqs is None:
+    def _shadow(self):
+        if self._ub is None:
             size = self.initialised.size
-            self._seqs = (np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int32))
-        return self._seqs
+            self._ub = (np.zeros(size, np.int64), np.zeros(size, np.int8),
+                        {r: np.zeros(size, np.int64) for r in UB_READERS})
+        return self._ub
 
-    def snapshot(self):
-        """The state that matters for later checks: initialised bytes, and the V reads and
-        writes since the last barrier (older ones can no longer clash)."""
-        recent = [np.flatnonzero(a > self.last_v_barrier) for a in (self.v_write_seq,
-                                                                    self.v_read_seq)]
-        return (self.initialised.copy(), [(i, a[i]) for i, a in
-                                                zip(recent, (self.v_write_seq, self.v_read_seq))],
-                self.last_v_barrier, self.pristine, self.last_v_seq, dict(self.v_done_known),
-                {k: list(v) for k, v in self.flag_payloads.items()})
+    # --- what is ordered ----------------------------------------------------------------------
+    def limits(self, pipe):
+        """[q]: the last access of pipe q known complete before `pipe`'s next one."""
+        lim = list(self.known[pipe])
+        if pipe != V or self.orders_v:
+            lim[pipe] = ALWAYS   # program order within the pipe
+        return np.array(lim, dtype=np.int64)
 
-    def restore(self, state):
-        was_pristine = self.pristine
-        (initialised, recent, self.last_v_barrier, self.pristine, self.last_v_seq, known,
-         payloads) = state
-        self.v_done_known = dict(known)
-        self.flag_payloads = {k: list(v) for k, v in payloads.items()}
-        self.initialised = initialised.copy()
-        if not was_pristine:
-            self._seqs = None
-        for which, (index, values) in enumerate(recent):
-            if index.size:
-                self._seq_arrays()[which][index] = values
+    def _all_done(self):
+        for row in self.known:
+            row[:] = [self.clock] * PIPES
+
+    def _event(self, row):
+        op = row[OP]
+        if op == OPCODES["SyncAll"] or op == OPCODES["PipeBarrier"] and row[DST] == Pipe.PIPE_ALL:
+            self._all_done()
+        elif op == OPCODES["PipeBarrier"] and row[DST] == Pipe.PIPE_V:
+            self.known[V][V] = self.issued[V]
+        elif op == OPCODES["SetFlag"]:
+            src = int(row[DST])
+            carried = list(self.known[src])
+            carried[src] = self.issued[src]   # the SetFlag waits for src's earlier work
+            self.payloads.setdefault((src, int(row[SRC0]), int(row[SRC1])), []).append(carried)
+        elif op == OPCODES["WaitFlag"]:
+            pending = self.payloads.get((int(row[DST]), int(row[SRC0]), int(row[SRC1])))
+            carried = pending.pop(0) if pending else [0] * PIPES
+            dst = int(row[SRC0])
+            self.known[dst] = list(map(max, self.known[dst], carried))
+            if dst == S:   # the scalar unit issues everything later only once it has passed
+                for known in self.known:
+                    known[:] = map(max, known, self.known[S])
+        else:
+            return
+        self._retire_gm()
 
     # --- the observer protocol ----------------------------------------------------------------
     @property
@@ -113,7 +134,8 @@ class Sanitizer:
         self.initialised[start:start + nbytes] = True
 
     def check(self, record):
-        self.check_record(record, record.seq)
+        """Check a record before it executes."""
+        self.check_record(record, record.seq, self.core.unbound_gm)
 
     def check_program(self, program):
         """Sanitize a program on a pristine core; the outcome is reused by later pristine runs.
@@ -124,7 +146,7 @@ class Sanitizer:
             try:
                 for record in program.records:
                     self.check_record(record, record.seq)
-            except Exception:
+            except BaseException:
                 self.restore(start)
                 raise
             checked = self.snapshot()
@@ -140,84 +162,166 @@ class Sanitizer:
     def retire_program(self, program):
         pass
 
+    def snapshot(self):
+        """Everything later checks depend on; the UB shadow as (index, values) of the bytes
+        accessed."""
+        ub = None
+        if self._ub is not None:
+            clocks, pipes, readers = self._ub
+            written = np.flatnonzero(clocks)
+            ub = ((written, clocks[written], pipes[written]),
+                  {r: (np.flatnonzero(c), c[np.flatnonzero(c)]) for r, c in readers.items()})
+        return (self.initialised.copy(), ub, {k: list(v) for k, v in self.gm.items()},
+                self.clock, list(self.issued), [list(k) for k in self.known],
+                {k: [list(c) for c in v] for k, v in self.payloads.items()}, dict(self.who),
+                self.pristine)
+
+    def restore(self, state):
+        (initialised, ub, gm, self.clock, issued, known, payloads, who,
+         self.pristine) = state
+        self.initialised = initialised.copy()
+        self.gm = {k: list(v) for k, v in gm.items()}
+        self.issued, self.known = list(issued), [list(k) for k in known]
+        self.payloads = {k: [list(c) for c in v] for k, v in payloads.items()}
+        self.who = dict(who)
+        self._ub = None
+        if ub is not None:
+            clocks, pipes, readers = self._shadow()
+            (index, at, by), read = ub
+            clocks[index], pipes[index] = at, by
+            for r, (index, at) in read.items():
+                readers[r][index] = at
+
     # --- checks -------------------------------------------------------------------------------
-    def check_record(self, record, seq):
+    def check_record(self, record, seq, gm=None):
         """Check one instruction or event before it executes, then update the shadow state."""
         self.pristine = False
         row = record.row
         op = row[OP]
-        if op in BARRIERS:
-            if op == OPCODES["SyncAll"] or row[DST] in (Pipe.PIPE_V, Pipe.PIPE_ALL):
-                self.last_v_barrier = seq
-            return
         if op == OPCODES["Undefine"]:
             self.initialised[row[DST]:row[DST] + row[SRC0]] = False
             return
-        if op == OPCODES["GetValue"]:
-            address, size = row[DST], row[SRC0]
-            if not self.initialised[address:address + size].all():
+        if op == OPCODES["GetValue"] or op == OPCODES["SetValue"]:
+            lo, hi = int(row[DST]), int(row[DST] + row[SRC0])
+            if op == OPCODES["GetValue"] and not self.initialised[lo:hi].all():
                 raise UninitializedReadError(
-                    f"#{seq} GetValue ({record.source}) reads UB bytes [{address}, "
-                    f"{address + size}) that nothing has written")
-            return
-        if op == OPCODES["SetValue"]:
-            self.initialised[row[DST]:row[DST] + row[SRC0]] = True
-            return
-        if op == OPCODES["SetFlag"]:  # carries how far V is known complete to the waiting pipe
-            src = row[DST]
-            known = self.last_v_seq if src == Pipe.PIPE_V else self.v_done_known.get(src, 0)
-            self.flag_payloads.setdefault((row[DST], row[SRC0], row[SRC1]), []).append(known)
-            return
-        if op == OPCODES["WaitFlag"]:
-            pending = self.flag_payloads.get((row[DST], row[SRC0], row[SRC1]))
-            known = pending.pop(0) if pending else 0
-            dst = row[SRC0]
-            self.v_done_known[dst] = max(self.v_done_known.get(dst, 0), known)
-            if dst == Pipe.PIPE_V:  # a V -> X -> V round trip orders V like a barrier
-                self.last_v_barrier = max(self.last_v_barrier, known)
+                    f"#{seq} GetValue ({record.source}) reads UB bytes [{lo}, {hi}) that "
+                    "nothing has written")
+            read = np.full(hi - lo, op == OPCODES["GetValue"])
+            self._check_ub(record, seq, S, lo, read, ~read)
+            self._commit_ub(self._next_clock(record, seq, S), S, lo, read, ~read)
+            if op == OPCODES["SetValue"]:
+                self.initialised[lo:hi] = True
             return
         if row[KIND] == EVENT:
+            self._event(row)
             return
+        pipe = int(row[PIPE])
         self._bounds[:] = (self.initialised.size, 0)
         read_flags, written_flags = _scratch(self.initialised.size)
         footprint(row, read_flags, written_flags, self._bounds)
         lo, hi = int(self._bounds[0]), int(self._bounds[1])
-        if lo >= hi:
-            return
-        read = read_flags[lo:hi].view(bool)
-        written = written_flags[lo:hi].view(bool)
         try:
+            read = read_flags[lo:hi].view(bool)
+            written = written_flags[lo:hi].view(bool)
             uninitialised = read & ~self.initialised[lo:hi]
             if uninitialised.any():
                 start, end = _first_run(uninitialised, lo)
                 raise UninitializedReadError(
                     f"#{seq} {record.name} ({record.source}) reads UB bytes [{start}, {end}) "
-                    f"that nothing has written; operands: {self._operands(record)}")
-            if record.pipe == "PIPE_V" and not self.orders_v:
-                writes, reads = self.v_write_seq[lo:hi], self.v_read_seq[lo:hi]
-                self._hazard(record, seq, read, writes, lo, "reads", "written", "RAW")
-                self._hazard(record, seq, written, writes, lo, "writes", "written", "WAW")
-                self._hazard(record, seq, written, reads, lo, "writes", "read", "WAR")
-                writes[written] = seq
-                reads[read] = seq
-                self.last_v_seq = seq
+                    f"that nothing has written; operands: {_operands(record)}")
+            self._check_ub(record, seq, pipe, lo, read, written)
+            gm_access = self._check_gm(record, seq, pipe, gm) if row[KIND] == COPY else None
+            clock = self._next_clock(record, seq, pipe)
+            self._commit_ub(clock, pipe, lo, read, written)
+            if gm_access is not None:
+                key, write, starts, ends = gm_access
+                self.gm.setdefault(key, []).append((clock, pipe, write, starts, ends))
             self.initialised[lo:hi] |= written
         finally:
             read_flags[lo:hi] = 0
             written_flags[lo:hi] = 0
 
-    def _hazard(self, record, seq, touched, last_seq, lo, verb, other_verb, kind):
-        clash = touched & (last_seq > self.last_v_barrier)
+    def _next_clock(self, record, seq, pipe):
+        self.clock += 1
+        self.issued[pipe] = self.clock
+        self.who[self.clock] = (seq, record.name, record.source)
+        return self.clock
+
+    def _check_ub(self, record, seq, pipe, lo, read, written):
+        """A UB access of `pipe` (read / written: bool masks of the bytes from `lo`) against
+        the accesses of every pipe not known complete before it."""
+        if not read.size:
+            return
+        clocks, pipes, readers = self._shadow()
+        hi = lo + read.size
+        lim = self.limits(pipe)
+        at, by = clocks[lo:hi], pipes[lo:hi]
+        pending = at > lim[by]
+        self._clash(record, seq, pipe, read & pending, at, by, lo, "RAW", "reads", "written")
+        self._clash(record, seq, pipe, written & pending, at, by, lo, "WAW", "writes", "written")
+        for reader in UB_READERS:
+            at = readers[reader][lo:hi]
+            self._clash(record, seq, pipe, written & (at > lim[reader]), at, reader, lo, "WAR",
+                        "writes", "read")
+
+    def _commit_ub(self, clock, pipe, lo, read, written):
+        if not read.size:
+            return
+        clocks, pipes, readers = self._shadow()
+        hi = lo + read.size
+        clocks[lo:hi][written] = clock
+        pipes[lo:hi][written] = pipe
+        if pipe in readers:
+            readers[pipe][lo:hi][read] = clock
+
+    def _clash(self, record, seq, pipe, clash, at, by, lo, kind, verb, other_verb):
         if clash.any():
             start, end = _first_run(clash, lo)
-            raise HazardError(
-                f"{kind} hazard: #{seq} {record.name} ({record.source}) {verb} UB bytes "
-                f"[{start}, {end}) {other_verb} by #{int(last_seq[start - lo])} with no "
-                f"PipeBarrier(PIPE_V) between them; operands: {self._operands(record)}")
+            other_pipe = by[start - lo] if isinstance(by, np.ndarray) else by
+            self._raise(record, seq, pipe, kind, verb, other_verb, "UB", start, end,
+                        int(at[start - lo]), int(other_pipe))
 
-    @staticmethod
-    def _operands(record):
-        return ", ".join(f"{role}={where}" for role, where, _, _ in record.operands) or "-"
+    def _raise(self, record, seq, pipe, kind, verb, other_verb, space, start, end, other,
+               other_pipe):
+        o_seq, o_name, o_source = self.who.get(other, ("?", "an earlier instruction", "?"))
+        if other_pipe == pipe:
+            fix = f"PipeBarrier({Pipe(pipe).name}) between them"
+        else:
+            event = HardEvent((Pipe(other_pipe), Pipe(pipe)))
+            fix = f"SetFlag/WaitFlag(HardEvent.{event.name}) between them"
+        raise HazardError(
+            f"{kind} hazard: #{seq} {record.name} ({record.source}) on {Pipe(pipe).name} {verb} "
+            f"{space} bytes [{start}, {end}) {other_verb} by #{o_seq} {o_name} ({o_source}) on "
+            f"{Pipe(other_pipe).name}, and nothing orders them: add {fix}; operands: "
+            f"{_operands(record)}")
+
+    # --- GM -----------------------------------------------------------------------------------
+    def _check_gm(self, record, seq, pipe, gm):
+        """A GM DataCopy's bursts against the GM accesses in flight; (key, is write, starts,
+        ends) of the access, or None if it moves no bytes."""
+        bursts = gm_bursts(record.row)
+        if bursts is None:
+            return None
+        write, slot, spans = bursts
+        key = ("slot", slot) if gm is None else ("array", id(gm))
+        starts, ends = (np.array(side, np.int64) for side in zip(*spans))
+        lim = self.limits(pipe)
+        for clock, other_pipe, other_write, o_starts, o_ends in self.gm.get(key, ()):
+            if (write or other_write) and clock > lim[other_pipe]:
+                hit = _overlap(starts, ends, o_starts, o_ends)
+                if hit is not None:
+                    kind = "WAW" if write and other_write else "RAW" if other_write else "WAR"
+                    self._raise(record, seq, pipe, kind, "writes" if write else "reads",
+                                "written" if other_write else "read", "GM", *hit, clock,
+                                other_pipe)
+        return key, write, starts, ends
+
+    def _retire_gm(self):
+        """Forget GM accesses every pipe that touches GM knows complete."""
+        for key, accesses in self.gm.items():
+            self.gm[key] = [a for a in accesses if not all(
+                a[0] <= self.known[p][a[1]] for p in (MTE2, MTE3))]
 
     @staticmethod
     def finish(flags):
@@ -230,6 +334,27 @@ class Sanitizer:
             raise HazardError(f"unpaired flags at the end of the kernel: {names} never waited for")
 
 
+def _operands(record):
+    return ", ".join(f"{role}={where}" for role, where, _, _ in record.operands) or "-"
+
+
+def _overlap(starts, ends, o_starts, o_ends):
+    """[start, end) of the first bytes two sorted sets of disjoint spans share, or None."""
+    i = np.searchsorted(o_ends, starts, side="right")
+    inside = i < o_starts.size
+    j = np.minimum(i, o_starts.size - 1)
+    lo, hi = np.maximum(starts, o_starts[j]), np.minimum(ends, o_ends[j])
+    hits = np.flatnonzero(inside & (lo < hi))
+    if not hits.size:
+        return None
+    k = hits[0]
+    return int(lo[k]), int(hi[k])
+
 def _snapshot_bytes(snapshot):
-    initialised, recent = snapshot[0], snapshot[1]
-    return initialised.nbytes + sum(i.nbytes + v.nbytes for i, v in recent) + 4096
+    initialised, ub, gm = snapshot[:3]
+    nbytes = initialised.nbytes + 4096 + 200 * len(snapshot[7])
+    if ub is not None:
+        (index, at, by), read = ub
+        nbytes += index.nbytes + at.nbytes + by.nbytes + sum(i.nbytes + a.nbytes
+                                                              for i, a in read.values())
+    return nbytes + sum(s.nbytes + e.nbytes + 100 for v in gm.values() for _, _, _, s, e in v)
