@@ -38,8 +38,9 @@ OPCODES = {name: TABLE[name].opcode for name in ("PipeBarrier", "SyncAll", "Unde
 CHECKS = Cache("sanitizer checks")
 S, V, MTE2, MTE3 = (int(p) for p in (Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3))
 PIPES = 4                 # S, V, MTE2, MTE3: the pipes that touch memory
-UB_READERS = (V, MTE3)    # the pipes whose UB reads take time (a scalar read is done at issue)
-ALWAYS = np.iinfo(np.int64).max   # an ordering limit that orders every earlier access
+# (pipe, is write) of the UB accesses that take time (a scalar read is done when issued)
+UB_ACCESSES = ((S, True), (V, True), (MTE2, True), (V, False), (MTE3, False))
+ALWAYS = np.iinfo(np.int32).max   # an ordering limit that orders every earlier access
 _SCRATCH = threading.local()
 
 
@@ -72,20 +73,27 @@ class Sanitizer:
         self.orders_v = core.product.kernel_path == "regbase"
         self.initialised = np.zeros(size, dtype=bool)
         self._ub = None        # (writer clock, writer pipe, reader clocks per pipe), on first use
+        self._saved_ub = None  # a restored snapshot's UB accesses, until the shadow is made
         self.gm = {}           # GM buffer -> [(clock, pipe, is write, starts, ends)] in flight
         self.clock = 0         # every access checked, numbered in issue order
         self.issued = [0] * PIPES           # the last access of each pipe
         self.known = [[0] * PIPES for _ in range(PIPES)]   # [p][q]: q's accesses done for p
         self.payloads = {}     # (src, dst, id) -> the known-complete lists pending SetFlags carry
-        self.who = {}          # clock -> (seq, name, source, pipe) of the access
+        self.who = {}          # clock -> (seq, name, source) of the access
+        self._who_shared = False
         self.pristine = True   # nothing checked or written yet: a recorded check may be reused
         self._bounds = np.zeros(2, dtype=np.int64)
 
     def _shadow(self):
+        """{(pipe, is write): the clock of that pipe's last write (read) of each UB byte}. A
+        pipe's write stays after another's overwrites it: ordering is transitive (whoever knows
+        the later write complete knows the earlier one), so it never clashes on its own."""
         if self._ub is None:
             size = self.initialised.size
-            self._ub = (np.zeros(size, np.int64), np.zeros(size, np.int8),
-                        {r: np.zeros(size, np.int64) for r in UB_READERS})
+            self._ub = {key: np.zeros(size, np.int32) for key in UB_ACCESSES}
+            for key, (index, at) in (self._saved_ub or {}).items():  # a restored check's
+                self._ub[key][index] = at
+            self._saved_ub = None
         return self._ub
 
     # --- what is ordered ----------------------------------------------------------------------
@@ -94,7 +102,7 @@ class Sanitizer:
         lim = list(self.known[pipe])
         if pipe != V or self.orders_v:
             lim[pipe] = ALWAYS   # program order within the pipe
-        return np.array(lim, dtype=np.int64)
+        return np.array(lim, dtype=np.int32)
 
     def _all_done(self):
         for row in self.known:
@@ -165,16 +173,13 @@ class Sanitizer:
     def snapshot(self):
         """Everything later checks depend on; the UB shadow as (index, values) of the bytes
         accessed."""
-        ub = None
+        ub = self._saved_ub
         if self._ub is not None:
-            clocks, pipes, readers = self._ub
-            written = np.flatnonzero(clocks)
-            ub = ((written, clocks[written], pipes[written]),
-                  {r: (np.flatnonzero(c), c[np.flatnonzero(c)]) for r, c in readers.items()})
+            ub = {key: (np.flatnonzero(c), c[np.flatnonzero(c)]) for key, c in self._ub.items()}
         return (self.initialised.copy(), ub, {k: list(v) for k, v in self.gm.items()},
                 self.clock, list(self.issued), [list(k) for k in self.known],
-                {k: [list(c) for c in v] for k, v in self.payloads.items()}, dict(self.who),
-                self.pristine)
+                {k: [list(c) for c in v] for k, v in self.payloads.items()},
+                self.who if self._who_shared else dict(self.who), self.pristine)
 
     def restore(self, state):
         (initialised, ub, gm, self.clock, issued, known, payloads, who,
@@ -183,14 +188,8 @@ class Sanitizer:
         self.gm = {k: list(v) for k, v in gm.items()}
         self.issued, self.known = list(issued), [list(k) for k in known]
         self.payloads = {k: [list(c) for c in v] for k, v in payloads.items()}
-        self.who = dict(who)
-        self._ub = None
-        if ub is not None:
-            clocks, pipes, readers = self._shadow()
-            (index, at, by), read = ub
-            clocks[index], pipes[index] = at, by
-            for r, (index, at) in read.items():
-                readers[r][index] = at
+        self.who, self._who_shared = who, True   # copied on the first access after
+        self._ub, self._saved_ub = None, ub      # the shadow is made when next needed
 
     # --- checks -------------------------------------------------------------------------------
     def check_record(self, record, seq, gm=None):
@@ -243,6 +242,8 @@ class Sanitizer:
             written_flags[lo:hi] = 0
 
     def _next_clock(self, record, seq, pipe):
+        if self._who_shared:
+            self.who, self._who_shared = dict(self.who), False
         self.clock += 1
         self.issued[pipe] = self.clock
         self.who[self.clock] = (seq, record.name, record.source)
@@ -253,34 +254,32 @@ class Sanitizer:
         the accesses of every pipe not known complete before it."""
         if not read.size:
             return
-        clocks, pipes, readers = self._shadow()
         hi = lo + read.size
         lim = self.limits(pipe)
-        at, by = clocks[lo:hi], pipes[lo:hi]
-        pending = at > lim[by]
-        self._clash(record, seq, pipe, read & pending, at, by, lo, "RAW", "reads", "written")
-        self._clash(record, seq, pipe, written & pending, at, by, lo, "WAW", "writes", "written")
-        for reader in UB_READERS:
-            at = readers[reader][lo:hi]
-            self._clash(record, seq, pipe, written & (at > lim[reader]), at, reader, lo, "WAR",
-                        "writes", "read")
+        for (other, is_write), clocks in self._shadow().items():
+            at = clocks[lo:hi]
+            pending = at > lim[other]
+            if is_write:
+                self._clash(record, seq, pipe, read & pending, at, other, lo, "RAW", "reads",
+                            "written")
+                self._clash(record, seq, pipe, written & pending, at, other, lo, "WAW",
+                            "writes", "written")
+            else:
+                self._clash(record, seq, pipe, written & pending, at, other, lo, "WAR",
+                            "writes", "read")
 
     def _commit_ub(self, clock, pipe, lo, read, written):
-        if not read.size:
-            return
-        clocks, pipes, readers = self._shadow()
+        shadow = self._shadow()
         hi = lo + read.size
-        clocks[lo:hi][written] = clock
-        pipes[lo:hi][written] = pipe
-        if pipe in readers:
-            readers[pipe][lo:hi][read] = clock
+        for mask, key in ((written, (pipe, True)), (read, (pipe, False))):
+            if key in shadow:
+                shadow[key][lo:hi][mask] = clock
 
     def _clash(self, record, seq, pipe, clash, at, by, lo, kind, verb, other_verb):
         if clash.any():
             start, end = _first_run(clash, lo)
-            other_pipe = by[start - lo] if isinstance(by, np.ndarray) else by
             self._raise(record, seq, pipe, kind, verb, other_verb, "UB", start, end,
-                        int(at[start - lo]), int(other_pipe))
+                        int(at[start - lo]), by)
 
     def _raise(self, record, seq, pipe, kind, verb, other_verb, space, start, end, other,
                other_pipe):
@@ -353,8 +352,5 @@ def _overlap(starts, ends, o_starts, o_ends):
 def _snapshot_bytes(snapshot):
     initialised, ub, gm = snapshot[:3]
     nbytes = initialised.nbytes + 4096 + 200 * len(snapshot[7])
-    if ub is not None:
-        (index, at, by), read = ub
-        nbytes += index.nbytes + at.nbytes + by.nbytes + sum(i.nbytes + a.nbytes
-                                                              for i, a in read.values())
+    nbytes += sum(i.nbytes + a.nbytes for i, a in (ub or {}).values())
     return nbytes + sum(s.nbytes + e.nbytes + 100 for v in gm.values() for _, _, _, s, e in v)
