@@ -96,3 +96,36 @@ def test_backward_breakdown_runs(capsys):
     import backward_breakdown
     backward_breakdown.main(repeat=1)
     assert "without one-lane element-wise rows" in capsys.readouterr().out
+
+
+def readme_kernel(x, y):
+    """The README's one-core kernel (Testing your own kernel), each core its share."""
+    import numpy as np
+    import lngb
+    from lngb.vector_ops import DataCopy, HardEvent, Muls, SetFlag, WaitFlag
+    n = x.size // lngb.GetBlockNum()
+    x, y = x[n * lngb.GetBlockIdx()], y[n * lngb.GetBlockIdx()]
+    ub = lngb.current_core().alloc(n, np.float32)
+    DataCopy(ub, x, n)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Muls(ub, ub, 2.0, n)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(y, ub, n)
+
+
+@pytest.mark.parametrize("block_dim", [1, 4])
+def test_a_user_kernel_on_one_and_four_cores(benchmark, block_dim):
+    """simulate_kernel, warm, fast mode: the replay key's cost on one core, and four cores
+    replayed phase by phase (target: four within 6x of one)."""
+    import numpy as np
+    import lngb
+    x = np.arange(256, dtype=np.float32)
+
+    def call():
+        return lngb.simulate_kernel(readme_kernel, x, outputs=[((256,), np.float32)],
+                                    block_dim=block_dim)
+    call()
+    benchmark.group = "simulate_kernel, the README's kernel"
+    benchmark(call)

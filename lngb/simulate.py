@@ -14,21 +14,27 @@ afresh on every call. Data read in Python (a GetValue's value used in Python, a 
 or UB) makes it run live. Either way a call gives the bits a live observed run gives.
 """
 import threading
+from functools import partial
 
 import numpy as np
 
 from .arguments import check_int
 from .core import AICore, resolve_mode
-from .errors import CapacityError, InvalidArgumentError
+from .errors import CapacityError, InvalidArgumentError, warn
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Uncacheable, exact
 from .runtime.reads import kernel_key
-from .runtime.recording import program_key, read_only, run_program
+from .runtime.recording import (LIVE, PROGRAMS, ScalarAccess, pad_gms, program_key, read_only,
+                                record, run_program, runs_live)
 from .tensor import MAX_GM_BYTES, GlobalTensor
-from .vector_ops.program import GM_SLOTS, N_COLS
+from .vector_ops import executor
+from .vector_ops.footprint import extents
+from .vector_ops.program import GM_SLOTS, N_COLS, OP
+from .vector_ops.table import TABLE
 
 _BLOCK = threading.local()
+SYNC_ALL = TABLE["SyncAll"].opcode
 
 
 def GetBlockIdx():
@@ -47,9 +53,15 @@ class SimulationResult:
     slowest core's modelled time) and `costs` (per core)."""
 
     def __init__(self, outputs, cores, rows):
-        self.outputs, self.cores, self.rows = outputs, cores, [read_only(r) for r in rows]
+        # cores: AICores, or functions making one (a replay makes its cores when asked for)
+        self.outputs, self._cores, self.rows = outputs, cores, [read_only(r) for r in rows]
         self.trace = [core.trace for core in cores] if cores[0].mode != "fast" else None
         self._costs = None
+
+    @property
+    def cores(self):
+        self._cores = [c if isinstance(c, AICore) else c() for c in self._cores]
+        return self._cores
 
     @property
     def costs(self):
@@ -64,7 +76,7 @@ class SimulationResult:
 
     def __repr__(self):
         shapes = ", ".join(f"{a.shape} {a.dtype}" for a in self.outputs)
-        return f"SimulationResult(outputs=[{shapes}], cores={len(self.cores)})"
+        return f"SimulationResult(outputs=[{shapes}], cores={len(self._cores)})"
 
 
 def _arrays(api, inputs, outputs):
@@ -151,17 +163,25 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
     block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
     if threads is not None:
         check_int(api, "threads", threads, 1)
+        if threads < block_dim:
+            raise InvalidArgumentError(
+                f"{api}: {block_dim} cores need {block_dim} threads (each waits at SyncAll for "
+                f"the others), got threads={threads}")
     mode = resolve_mode(api, mode)
     ins, outs = _arrays(api, inputs, outputs)
     arrays = [a for a in ins if not isinstance(a, Scalar)] + outs
     gms = [a.reshape(-1).view(np.uint8) for a in arrays]
     dtypes = [a.dtype for a in arrays]
-    cores = [AICore(product, mode) for _ in range(block_dim)]
+    cores = [AICore(product, mode)]
     body = _with_scalars(kernel, ins)
+    scalars = [a.key for a in ins if isinstance(a, Scalar)]
     if block_dim == 1:
-        rows = [_run_one(cores[0], kernel, body, [a.key for a in ins if isinstance(a, Scalar)],
-                         gms, dtypes)]
+        rows = [_run_one(cores[0], kernel, body, scalars, gms, dtypes)]
     else:
+        replayed = _replay_cores(cores[0], block_dim, kernel, body, scalars, gms, dtypes)
+        if replayed is not None:
+            return SimulationResult(outs, *replayed)
+        cores += [AICore(_config=cores[0].config) for _ in range(block_dim - 1)]
         rows = _run_cores(cores, body, gms, dtypes, min(threads or block_dim, block_dim))
     for core in cores:
         if core.sanitizer is not None:
@@ -222,13 +242,112 @@ def run_on_core(core, kernel, gms, dtypes, key):
     return np.array([r.row for r in core.trace], dtype=np.int64).reshape(-1, N_COLS)
 
 
+class CorePrograms:
+    """Each core's recorded Program of a multi-core kernel, cut at its SyncAlls into phases."""
+
+    def __init__(self, programs):
+        self.programs = programs
+        self.phases = [_phases(p.rows) for p in programs]
+        self.touched = [_covering(p.rows) for p in programs]   # the UB ranges each may touch
+        self.nbytes = sum(p.nbytes for p in programs) + 16 * sum(map(len, self.touched))
+
+
+def _covering(rows):
+    """Disjoint, sorted [lo, hi) UB ranges covering every byte `rows` may touch."""
+    if not len(rows):
+        return []
+    lo, hi = extents(rows)
+    merged = []
+    for a, b in sorted(zip(lo.tolist(), hi.tolist())):
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return merged
+
+
+def _fresh_ub(size, touched):
+    """A core's memory as a fresh core has it where `touched` lies (zeros), the rest not yet
+    set: zeroing a whole UB per core (a heap allocation once glibc's mmap threshold has grown)
+    was most of a warm 4-core replay."""
+    ub = np.empty(size, np.uint8)
+    for lo, hi in touched:
+        ub[lo:hi] = 0
+    return ub
+
+
+def _replayed_core(config, ub, touched, program):
+    """The replayed core, its memory outside `touched` zeroed as a fresh core's."""
+    start = 0
+    for lo, hi in touched:
+        ub[start:lo] = 0
+        start = hi
+    ub[start:] = 0
+    return AICore.replayed(config, ub, program)
+
+
+def _phases(rows):
+    cuts = np.flatnonzero(rows[:, OP] == SYNC_ALL) + 1
+    return np.split(rows, cuts)
+
+
+def _replay_cores(first, block_dim, kernel, body, scalars, gms, dtypes):
+    """Fast mode, under the replay rule of one core (`_run_one`): record each core's kernel once (a dry
+    run, core by core: nothing executes, so no core waits at a SyncAll), then replay phase by
+    phase, every core's rows up to its next SyncAll before any core's next phase (what the
+    SyncAlls of a live run guarantee). (cores, rows) — `first` and functions making the other
+    cores, which a replay needs only as UBs — or None for a live run."""
+    if len(gms) > GM_SLOTS or first.mode != "fast" or runs_live(first):
+        return None   # (checked mode checks every core live)
+    try:
+        key = program_key(first, ("simulate_kernel cores", block_dim, kernel_key(kernel),
+                                  tuple(scalars),
+                                  tuple((g.size, d.str) for g, d in zip(gms, dtypes))))
+    except Uncacheable:
+        return None
+    recorded = PROGRAMS.get(key)
+    if recorded is None:
+        recorded = _record_cores(first, block_dim, key, body, gms, dtypes)
+        if recorded is None:
+            return None
+    for program in recorded.programs:
+        for message in program.warnings:
+            warn(message)
+    ubs = [first.ub] + [_fresh_ub(first.ub.size, touched) for touched in recorded.touched[1:]]
+    padded = pad_gms(gms)
+    for phase in range(len(recorded.phases[0])):
+        for ub, phases in zip(ubs, recorded.phases):
+            executor.execute(ub, padded, phases[phase])
+    first.retired_in_bulk(len(recorded.programs[0].rows), recorded.programs[0].end_state)
+    first.last_program = recorded.programs[0]
+    cores = [first] + [partial(_replayed_core, first.config, ub, touched, program) for
+                       ub, touched, program in zip(ubs[1:], recorded.touched[1:],
+                                                   recorded.programs[1:])]
+    return cores, [p.rows for p in recorded.programs]
+
+
+def _record_cores(first, block_dim, key, body, gms, dtypes):
+    """The CorePrograms of the kernel (cached under `key`), or None if it runs live."""
+    if LIVE.get(key):
+        return None
+    cores = [first] + [AICore(_config=first.config) for _ in range(block_dim - 1)]
+    try:
+        recorded = CorePrograms([record(core, _body(core, body, gms, dtypes, c, block_dim), gms)
+                                 for c, core in enumerate(cores)])
+    except ScalarAccess:
+        LIVE.put(key, True, 256)
+        return None
+    if len({len(p) for p in recorded.phases}) != 1:
+        return None   # the cores disagree on their SyncAlls: the live run says how
+    PROGRAMS.put(key, recorded, recorded.nbytes)
+    return recorded
+
+
 def _run_cores(cores, kernel, gms, dtypes, threads):
     """Each core in a thread of its own (at most `threads` at once): a SyncAll retires only when
     every core has issued it."""
-    if threads < len(cores):
-        raise InvalidArgumentError(
-            f"simulate_kernel: {len(cores)} cores need {len(cores)} threads (each waits at "
-            f"SyncAll for the others), got threads={threads}")
     barrier = threading.Barrier(len(cores))
     rows = [[] for _ in cores]
     errors = [None] * len(cores)

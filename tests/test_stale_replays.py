@@ -227,3 +227,70 @@ def test_the_key_follows_chains_in_nested_functions_and_comprehensions():
         scaled(x, y, (lambda: CONFIG.scale)() * values[0])
     found = chains(kernel.__code__)
     assert ("global", "SETTINGS", ("scale",)) in found and ("global", "CONFIG", ("scale",)) in found
+
+
+# --- several cores: fast mode replays them under the same rule ----------------------------------
+
+def neighbours(x, out):
+    """Core k copies its block out, SyncAll, then doubles its neighbour's block: right only if
+    every core's first phase ran before any core's second."""
+    k, n = lngb.GetBlockIdx(), lngb.GetBlockNum()
+    buf = lngb.current_core().alloc(8, F32)
+    DataCopy(buf, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(out[8 * k], buf, 8)
+    lngb.vector_ops.SyncAll()
+    DataCopy(buf, out[8 * ((k + 1) % n)], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Muls(buf, buf, SCALE, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * (n + k)], buf, 8)
+
+
+def run_cores(mode, x=X[:32]):
+    return lngb.simulate_kernel(neighbours, x, outputs=[((64,), F32)], block_dim=4, mode=mode)
+
+
+def test_several_cores_replay_phase_by_phase_with_observed_bits():
+    global SCALE
+    try:
+        for value in (2.0, 3.0):
+            SCALE = value
+            want = run_cores("observed").outputs[0]
+            assert np.array_equal(want[32:], F32(value) * np.roll(X[:32], -8))
+            first, again = run_cores("fast"), run_cores("fast", X[:32] + 1)
+            assert np.array_equal(first.outputs[0], want)
+            assert all(core.last_program is not None for core in again.cores)   # replayed
+            assert np.array_equal(again.outputs[0][32:],
+                                  F32(value) * np.roll(X[:32] + 1, -8))
+            assert [r.shape for r in again.rows] == [r.shape for r in first.rows]
+    finally:
+        SCALE = 2.0
+
+
+def test_several_cores_reading_data_in_python_run_live():
+    def kernel(x, out):
+        scaled(x, out, 2.0 if x.array[0] > 0 else 3.0)   # every core writes the same: fine
+    for sign, factor in ((1, 2), (-1, 3)):
+        got = lngb.simulate_kernel(kernel, sign * (X + 1), outputs=[((64,), F32)],
+                                   block_dim=2).outputs[0]
+        assert np.array_equal(got, factor * sign * (X + 1))
+
+
+def test_a_module_imported_inside_the_kernel_is_followed_or_re_run():
+    import sys
+    sys.modules["lngb_test_settings"] = SETTINGS
+
+    def kernel(x, y):
+        import lngb_test_settings
+        scaled(x, y, lngb_test_settings.scale)
+    try:
+        for value in (2.0, 9.0):
+            SETTINGS.scale = value
+            assert np.array_equal(run(kernel, X), X * F32(value))
+    finally:
+        SETTINGS.scale = 2.0
+        del sys.modules["lngb_test_settings"]

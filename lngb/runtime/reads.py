@@ -32,7 +32,7 @@ UNTRUSTED_BUILTINS = frozenset(("open", "input", "getattr", "vars", "globals", "
                                 "exec", "__import__"))   # reads the key cannot follow
 SMALL_ARRAY = 4096   # bytes: a global array up to this size is keyed by its contents
 _ROOTS = {"LOAD_GLOBAL": "global", "LOAD_NAME": "global", "LOAD_DEREF": "cell",
-          "LOAD_CLASSDEREF": "cell"}
+          "LOAD_CLASSDEREF": "cell", "IMPORT_NAME": "import"}
 _ATTRS = ("LOAD_ATTR", "LOAD_METHOD")
 _NEUTRAL = ("CACHE", "EXTENDED_ARG", "NOP", "PRECALL")
 
@@ -119,6 +119,10 @@ def _freeze_reads(function, seen):
     parts = [_freeze(function.__defaults__, seen), _freeze(function.__kwdefaults__, seen)]
     for kind, name, attrs in chains(function.__code__):
         try:
+            if kind == "import":   # what it reads of the module is then on a local
+                if not _trusted(sys.modules.get(name) or __import__(name)):
+                    raise Uncacheable(f"{function.__qualname__} imports {name}")
+                continue
             if kind == "cell":
                 if name not in cells:
                     continue   # a cell of the function's own: one of its locals
@@ -127,7 +131,7 @@ def _freeze_reads(function, seen):
                 value = _global(function, name)
             for attr in attrs:
                 value = getattr(value, attr)
-        except (AttributeError, KeyError, ValueError, NameError):
+        except (AttributeError, KeyError, ValueError, NameError, ImportError):
             raise Uncacheable(f"{function.__qualname__} reads {'.'.join((name, *attrs))}, "
                               "which does not resolve before the call") from None
         parts.append((name, attrs, _freeze(value, seen)))
