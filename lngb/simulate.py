@@ -4,7 +4,11 @@ The kernel is called once per core, that core current, with a GlobalTensor per i
 (`kernel(*global_tensors)`), as an Ascend C kernel gets its GM addresses; inside it,
 `GetBlockIdx()` / `GetBlockNum()` say which core it is and `TPipe()` binds the current core.
 Inputs are copied (the caller's arrays are never modified); outputs start from zeros or from the
-arrays given. With several cores each runs in its own thread and `SyncAll()` waits for all.
+arrays given. With several cores they take turns in the calling thread (greenlets, CoreTurns):
+a core runs until its next `SyncAll()` or its end, and passes a SyncAll once every core has
+reached it; pdb breakpoints in the kernel stop on every core. `threads=` (a positive integer)
+is accepted for the API's sake and changes nothing: a user's kernel is Python, which holds the
+GIL, so threads gave no parallelism.
 
 In fast mode a one-core kernel with at most four GM tensors is recorded once per (kernel,
 shapes, dtypes) and replayed: it must issue the same instructions whatever the data (a GetValue
@@ -13,16 +17,17 @@ feeding a Duplicate is fine; a value used in Python makes it run live). Otherwis
 import itertools
 import threading
 
+import greenlet
 import numpy as np
 
 from .arguments import check_int
 from .core import AICore, resolve_mode
-from .errors import CapacityError, InvalidArgumentError
+from .errors import CapacityError, HazardError, InvalidArgumentError
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable
 from .runtime.recording import program_key, read_only, run_program
-from .tensor import MAX_GM_BYTES, GlobalTensor
+from .tensor import MAX_GM_BYTES, GlobalTensor, swap_core_stack
 from .vector_ops.program import GM_SLOTS, N_COLS
 
 _BLOCK = threading.local()
@@ -128,7 +133,8 @@ def _copy(api, name, array):
 def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, mode=None,
                     threads=None):
     """Run `kernel(*global_tensors)` once per core (see the module docstring); returns a
-    SimulationResult whose `.outputs` are the outputs' final contents."""
+    SimulationResult whose `.outputs` are the outputs' final contents. `threads`: validated,
+    otherwise unused (the cores take turns in the calling thread)."""
     api = "simulate_kernel"
     if not callable(kernel):
         raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
@@ -144,7 +150,7 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
     if block_dim == 1:
         rows = [_run_one(cores[0], kernel, gms, dtypes)]
     else:
-        rows = _run_cores(cores, kernel, gms, dtypes, min(threads or block_dim, block_dim))
+        rows = _run_cores(cores, kernel, gms, dtypes)
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
@@ -201,42 +207,93 @@ def run_on_core(core, kernel, gms, dtypes, key):
     return np.array([r.row for r in core.trace], dtype=np.int64).reshape(-1, N_COLS)
 
 
-def _run_cores(cores, kernel, gms, dtypes, threads):
-    """Each core in a thread of its own (at most `threads` at once): a SyncAll retires only when
-    every core has issued it."""
-    if threads < len(cores):
-        raise InvalidArgumentError(
-            f"simulate_kernel: {len(cores)} cores need {len(cores)} threads (each waits at "
-            f"SyncAll for the others), got threads={threads}")
-    barrier = threading.Barrier(len(cores))
+def _run_cores(cores, kernel, gms, dtypes):
+    """Every core's kernel, in turns in the calling thread (CoreTurns); its rows per core."""
     rows = [[] for _ in cores]
-    errors = [None] * len(cores)
+    turns = CoreTurns("simulate_kernel", len(cores))
 
-    def run(c):
+    def body(c):
         def retire(record):
             rows[c].append(record.row)
             if record.name == "SyncAll":
-                barrier.wait()
+                turns.sync(c)
         hook = cores[c].register_hook(retire)
         try:
             _body(cores[c], kernel, gms, dtypes, c, len(cores))()
-        except threading.BrokenBarrierError as err:
-            errors[c] = errors[c] or err
-        except BaseException as err:   # the others must not wait for this core at SyncAll
-            errors[c] = err
-            barrier.abort()
         finally:
             hook.remove()
 
-    workers = [threading.Thread(target=run, args=(c,)) for c in range(len(cores))]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    first = next((e for e in errors if e is not None
-                  and not isinstance(e, threading.BrokenBarrierError)), None)
-    if first is not None:
-        raise first
-    if any(errors):
-        raise InvalidArgumentError("simulate_kernel: the cores did not all reach the same SyncAlls")
+    turns.run(body)
     return [np.array(r, dtype=np.int64).reshape(-1, N_COLS) for r in rows]
+
+
+class CoreTurns:
+    """Run body(c) for each core c as a greenlet of the calling thread, one at a time: a core
+    runs until it reaches a SyncAll (`sync(c)`) or its end, then the next core runs; once every
+    core waits at its n-th SyncAll they all pass it. So pdb and sys.settrace see every core's
+    frames, and Ctrl-C stops them all. A SyncAll that cannot complete (some cores have finished,
+    the others wait) is a HazardError at once, naming the SyncAlls each core reached; an
+    exception on a core stops every core and reaches the caller as it is, with the core's index
+    (`err.block_idx`, and a note). A body may call `sync(c)` itself between parts it runs whole
+    (a per-core replay, phase by phase)."""
+
+    def __init__(self, api, count):
+        self.api, self.syncs, self.main = api, [0] * count, greenlet.getcurrent()
+
+    def sync(self, c):
+        """Core c's SyncAll: wait (in its greenlet) until every core has reached it."""
+        self.syncs[c] += 1
+        _keeping_current(self.main.switch)
+
+    def run(self, body):
+        count = len(self.syncs)
+        cores = [greenlet.greenlet(lambda c=c: body(c), parent=self.main) for c in range(count)]
+        try:
+            waiting = range(count)
+            while waiting:
+                for c in waiting:
+                    try:
+                        _keeping_current(cores[c].switch)
+                    except BaseException as err:
+                        _name_core(err, c, count, self.api)
+                        raise
+                waiting = [c for c in waiting if not cores[c].dead]
+                if waiting and len(waiting) < count:
+                    raise HazardError(self._stuck(waiting))
+        finally:   # the others stop where they wait: their `with core:` blocks unwind
+            for g in cores:
+                if g:   # started and not finished
+                    _keeping_current(g.throw, greenlet.GreenletExit)
+
+    def _stuck(self, waiting):
+        done = [c for c in range(len(self.syncs)) if c not in waiting]
+        reached = ", ".join(f"core {c}: {n}" for c, n in enumerate(self.syncs))
+        return (f"{self.api}: a SyncAll that cannot complete: {_cores(waiting)} wait at SyncAll "
+                f"#{self.syncs[waiting[0]]}, {_cores(done)} finished; SyncAlls each core "
+                f"reached: {reached}. Every core must call SyncAll the same number of times")
+
+
+def _cores(indices):
+    return ("core " if len(indices) == 1 else "cores ") + ", ".join(map(str, indices))
+
+
+def _keeping_current(switch, *args):
+    """switch(*args) to another greenlet, this one's current cores and block index as they
+    were when it comes back (they are the thread's, which the greenlets share)."""
+    stack, block = swap_core_stack([]), dict(vars(_BLOCK))
+    try:
+        return switch(*args)
+    finally:
+        swap_core_stack(stack)
+        vars(_BLOCK).clear()
+        vars(_BLOCK).update(block)
+
+
+def _name_core(err, c, count, api):
+    """Tell which core raised `err`, keeping its type."""
+    try:
+        err.block_idx = c
+    except AttributeError:   # an exception type without a __dict__
+        return
+    if hasattr(err, "add_note"):   # Python 3.11+
+        err.add_note(f"(on core {c} of {count}, {api})")
