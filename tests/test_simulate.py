@@ -366,3 +366,53 @@ def test_pdb_breakpoints_fire_on_every_core_before_and_after_sync_all(tmp_path):
     assert hits == [f"(Pdb) ('HIT', {k}, {after})" for after in (False, True)
                     for k in range(3)], run.stdout + run.stderr
     assert "DONE" in run.stdout
+
+
+CTRL_C = '''
+import signal, threading, time
+ctrl_c = lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)   # as a terminal's
+workers = lambda: [t for t in threading.enumerate()
+                   if t.is_alive() and t is not threading.main_thread()
+                   and not isinstance(t, threading.Timer)]
+import numpy as np
+import lngb
+from lngb.vector_ops import PIPE_V, PipeBarrier, SyncAll
+from test_simulate import add_kernel
+
+def spins(x, y, z):
+    if lngb.GetBlockIdx() == 2:
+        while True:
+            PipeBarrier(PIPE_V)
+    SyncAll()
+
+x = np.arange(256, dtype=np.float32)
+def press(stopped):   # Ctrl-C again every 0.1 s: numpy's probe for __array_ufunc__ on an
+    while not stopped.wait(0.1):   # IntEnum swallows a KeyboardInterrupt raised inside it
+        ctrl_c()
+
+for mode in ("fast", "observed", "checked"):
+    stopped = threading.Event()
+    threading.Timer(0.3, press, (stopped,)).start()
+    start = time.perf_counter()
+    try:
+        lngb.simulate_kernel(spins, x, x, outputs=[((256,), np.float32)], block_dim=4, mode=mode)
+    except KeyboardInterrupt as err:
+        stopped.set()
+        within = time.perf_counter() - start - 0.3 < 1   # of the first Ctrl-C
+        time.sleep(0.2)   # the presser has stopped (a Timer, not counted)
+        print(mode, "stopped:", within, "core", err.block_idx, "threads left:", len(workers()))
+    result = lngb.simulate_kernel(add_kernel, x, x, outputs=[((256,), np.float32)], block_dim=4,
+                                  mode=mode)
+    print(mode, "then right:", np.array_equal(result.outputs[0], 2 * x))
+'''
+
+
+def test_ctrl_c_stops_every_core_and_later_calls_are_right():
+    """Ctrl-C while core 2 spins and the others wait at SyncAll: the KeyboardInterrupt reaches
+    the caller with the core's index, no thread is left and the process exits within the
+    timeout (today the cores' threads ran on and the process could not exit)."""
+    run = run_script(CTRL_C, timeout=30, cwd=os.path.dirname(__file__))
+    for mode in ("fast", "observed", "checked"):
+        assert f"{mode} stopped: True core 2 threads left: 0" in run.stdout, run.stdout + run.stderr
+        assert f"{mode} then right: True" in run.stdout
+    assert run.returncode == 0
