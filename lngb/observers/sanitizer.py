@@ -30,11 +30,12 @@ _SCRATCH = threading.local()
 
 
 def _scratch(size):
-    """Zeroed uint8 read/written flag arrays, shared by the sanitizers of a thread (each check
-    zeroes what it set)."""
-    pair = getattr(_SCRATCH, "pair", None)
+    """Zeroed uint8 read/written flag arrays, shared by the sanitizers of a thread: taken out
+    while a check uses them, given back (_SCRATCH.pair) once it has zeroed what it set, so a
+    check stopped halfway (Ctrl-C) leaves no set flags to the next one."""
+    pair = vars(_SCRATCH).pop("pair", None)
     if pair is None or pair[0].size != size:
-        pair = _SCRATCH.pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
+        pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
     return pair
 
 
@@ -183,6 +184,7 @@ class Sanitizer:
         footprint(row, read_flags, written_flags, self._bounds)
         lo, hi = int(self._bounds[0]), int(self._bounds[1])
         if lo >= hi:
+            _SCRATCH.pair = (read_flags, written_flags)
             return
         read = read_flags[lo:hi].view(bool)
         written = written_flags[lo:hi].view(bool)
@@ -205,6 +207,7 @@ class Sanitizer:
         finally:
             read_flags[lo:hi] = 0
             written_flags[lo:hi] = 0
+            _SCRATCH.pair = (read_flags, written_flags)
 
     def _hazard(self, record, seq, touched, last_seq, lo, verb, other_verb, kind):
         clash = touched & (last_seq > self.last_v_barrier)
