@@ -136,25 +136,43 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
     SimulationResult whose `.outputs` are the outputs' final contents. `threads`: validated,
     otherwise unused (the cores take turns in the calling thread)."""
     api = "simulate_kernel"
-    if not callable(kernel):
-        raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
-    block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
     if threads is not None:
         check_int(api, "threads", threads, 1)
-    mode = resolve_mode(api, mode)
-    ins, outs = _arrays(api, inputs, outputs)
-    arrays = ins + outs
-    gms = [a.reshape(-1).view(np.uint8) for a in arrays]
-    dtypes = [a.dtype for a in arrays]
-    cores = [AICore(product, mode) for _ in range(block_dim)]
-    if block_dim == 1:
-        rows = [_run_one(cores[0], kernel, gms, dtypes)]
+    run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim,
+                         resolve_mode(api, mode))
+    cores = run.cores
+    if len(cores) == 1:
+        rows = [_run_one(cores[0], kernel, run.gms, run.dtypes)]
     else:
-        rows = _run_cores(cores, kernel, gms, dtypes)
+        rows = _run_cores(run)
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
-    return SimulationResult(outs, cores, rows)
+    return SimulationResult(run.outputs, cores, rows)
+
+
+class PreparedKernel:
+    """A user's kernel set up on fresh cores: `gms` (every core's GM byte arrays, inputs then
+    outputs), their `dtypes`, `outputs` (the output arrays the GM views) and `body(c)` (core
+    c's kernel, that core current, as block c of len(cores))."""
+
+    def __init__(self, kernel, cores, arrays, outputs):
+        self.kernel, self.cores, self.outputs = kernel, cores, outputs
+        self.gms = [a.reshape(-1).view(np.uint8) for a in arrays]
+        self.dtypes = [a.dtype for a in arrays]
+
+    def body(self, c):
+        return _body(self.cores[c], self.kernel, self.gms, self.dtypes, c, len(self.cores))
+
+
+def prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode):
+    """Checks simulate_kernel's arguments (`mode` resolved) and sets up its run."""
+    if not callable(kernel):
+        raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
+    block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
+    ins, outs = _arrays(api, inputs, outputs)
+    return PreparedKernel(kernel, [AICore(product, mode) for _ in range(block_dim)], ins + outs,
+                          outs)
 
 
 def global_tensors(gms, dtypes):
@@ -207,8 +225,9 @@ def run_on_core(core, kernel, gms, dtypes, key):
     return np.array([r.row for r in core.trace], dtype=np.int64).reshape(-1, N_COLS)
 
 
-def _run_cores(cores, kernel, gms, dtypes):
+def _run_cores(run):
     """Every core's kernel, in turns in the calling thread (CoreTurns); its rows per core."""
+    cores = run.cores
     rows = [[] for _ in cores]
     turns = CoreTurns("simulate_kernel", len(cores))
 
@@ -219,7 +238,7 @@ def _run_cores(cores, kernel, gms, dtypes):
                 turns.sync(c)
         hook = cores[c].register_hook(retire)
         try:
-            _body(cores[c], kernel, gms, dtypes, c, len(cores))()
+            run.body(c)()
         finally:
             hook.remove()
 

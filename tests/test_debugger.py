@@ -13,7 +13,7 @@ import pytest
 
 import lngb
 from lngb.debug import DebugShell, Debugger, OperatorDebugger
-from lngb.vector_ops import Add
+from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
 
 pytestmark = pytest.mark.jitted
 
@@ -289,3 +289,98 @@ def test_observed_mode_under_a_debugger_does_not_warn():
         finally:
             sys.settrace(previous)
     assert result.pd_gamma[0] == 8960
+
+
+# --- a user's kernel: KernelDebugger -------------------------------------------------------------
+
+F32 = np.dtype(np.float32)
+
+
+def neighbour_kernel(x, out):
+    """Core k doubles its 8 elements into out[8k], SyncAll, then copies its neighbour's block
+    to out[8(n + k)]; twice the SyncAll with `twice`."""
+    k, n = lngb.GetBlockIdx(), lngb.GetBlockNum()
+    pipe = lngb.TPipe()
+    buf = lngb.TBuf("VECCALC")
+    pipe.InitBuffer(buf, 32)
+    block = buf.Get(F32)
+    DataCopy(block, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Add(block, block, block, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * k], block, 8)
+    SyncAll()
+    DataCopy(block, out[8 * ((k + 1) % n)], 8)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(out[8 * (n + k)], block, 8)
+    pipe.Destroy()
+
+
+X = np.arange(16, dtype=F32)
+EXPECTED = np.concatenate([2 * X, np.roll(2 * X, -8)])
+
+
+@pytest.mark.parametrize("mode", ["observed", "checked"])
+def test_kernel_debugger_steps_a_user_kernel_on_every_core(mode):
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2,
+                                    mode=mode)
+    assert dbg.run_until("Add").name == "Add"
+    assert set(dbg.tensors) >= {"block"}                 # the kernel's variables, by name
+    before = dbg.view("block").copy()
+    dbg.watch(dbg.tensors["block"])
+    assert dbg.run()[0].startswith("watchpoint")
+    assert np.array_equal(dbg.view("block"), 2 * before)
+    assert dbg.where()[-1].function == "neighbour_kernel"
+    assert dbg.run()[0].startswith("core 0 waits at SyncAll for cores [1]")
+    with pytest.raises(lngb.debug.WaitingAtSyncAll):
+        dbg.step()
+    dbg.focus(1)
+    assert dbg.run() == ("end", None)        # core 0 is at the SyncAll already: core 1 passes
+    with pytest.raises(lngb.InvalidArgumentError, match="cores \\[0\\] have not run"):
+        dbg.results()
+    dbg.focus(0)
+    assert dbg.run()[0] == "watchpoint [0, 32)"   # the neighbour's block copied in
+    assert dbg.run() == ("end", None)
+    assert np.array_equal(dbg.results()[0], EXPECTED)
+    assert len(dbg[0].executed) == len(dbg[1].executed) > 10
+    if mode == "checked":
+        assert dbg[0].core.sanitizer is not None
+
+
+def test_kernel_debugger_results_equal_simulate_kernel_and_run_all():
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    dbg.run_all()
+    sim = lngb.simulate_kernel(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    assert np.array_equal(dbg.results()[0], sim.outputs[0])
+
+
+def test_kernel_debugger_uneven_sync_alls_and_unrecordable_kernels_are_clear_errors():
+    def only_core_0(x):
+        if lngb.GetBlockIdx() == 0:
+            SyncAll()
+
+    with pytest.raises(lngb.HazardError, match="core 0: 1, core 1: 0"):
+        lngb.debug.KernelDebugger(only_core_0, X, outputs=[], block_dim=2)
+
+    def branches_on_ub(x):
+        t = lngb.current_core().alloc(8, F32)
+        DataCopy(t, x[0], 8)
+        if t.GetValue(0) > 0:
+            Add(t, t, t, 8)
+
+    with pytest.raises(lngb.InvalidArgumentError, match="GetValue's value in Python"):
+        lngb.debug.KernelDebugger(branches_on_ub, X, outputs=[])
+    with pytest.raises(lngb.InvalidArgumentError, match="mode must be"):
+        lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], mode="fast")
+
+
+def test_kernel_debugger_in_the_shell():
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    out = shell("break Add\nc\np block\nn\np block[0:2]\nc\nfocus 1\nc\nc\nfocus 0\nc\nquit\n",
+                dbg)
+    assert answer(out, "p block") == [str(X[:8])]
+    assert answer(out, "p block[0:2]") == ["[0. 2.]"]
+    assert out.rstrip().splitlines()[-2].startswith("finished: output0=[ 0.  2.  4.")
