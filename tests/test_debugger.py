@@ -384,3 +384,68 @@ def test_kernel_debugger_in_the_shell():
     assert answer(out, "p block") == [str(X[:8])]
     assert answer(out, "p block[0:2]") == ["[0. 2.]"]
     assert out.rstrip().splitlines()[-2].startswith("finished: output0=[ 0.  2.  4.")
+
+
+# --- lngb debug --kernel -------------------------------------------------------------------------
+
+KERNEL_SOURCE = '''
+import numpy as np
+import lngb
+from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
+
+
+def double(x, out):
+    k = lngb.GetBlockIdx()
+    t = lngb.current_core().alloc(8, np.float32)
+    DataCopy(t, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Add(t, t, t, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * k], t, 8)
+    SyncAll()
+'''
+
+
+def test_lngb_debug_kernel_opens_a_users_kernel_with_npy_inputs(tmp_path, capsys):
+    from lngb.cli import main
+    (tmp_path / "kern.py").write_text(KERNEL_SOURCE)
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "cmds").write_text("break Add\nc\np t\nfocus 1\nc\nfocus 0\nc\nfocus 1\nc\n"
+                                   "quit\n")
+    assert main(["debug", "--kernel", f"{tmp_path / 'kern.py'}:double",
+                 "--input", str(tmp_path / "x.npy"), "--output", "16:float32",
+                 "--block-dim", "2", "--mode", "checked",
+                 "--commands", str(tmp_path / "cmds")]) == 0
+    out = capsys.readouterr().out
+    assert answer(out, "p t") == [str(X[:8])]
+    assert f"finished: output0={np.array2string(2 * X, threshold=16)}" in out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--kernel", "nowhere.py:f"], "no such file"),
+    (["--kernel", "KERN"], "FILE.py:FUNCTION"),
+    (["--kernel", "KERN:missing"], "no function 'missing'"),
+    (["--kernel", "KERN:double", "--output", "16:complex"], "--output"),
+    (["--kernel", "KERN:double", "--output", "16"], "--output"),
+    (["--kernel", "KERN:double", "--input", "none.npy"], "--input"),
+    (["--kernel", "KERN:double", "--dy", "x.bin"], "--dy"),
+    (["--input", "x.npy"], "--kernel"),
+])
+def test_lngb_debug_kernel_refuses_bad_options_in_one_line(argv, match, tmp_path, capsys):
+    from lngb.cli import main
+    (tmp_path / "kern.py").write_text(KERNEL_SOURCE)
+    argv = [a.replace("KERN", str(tmp_path / "kern.py")) for a in argv]
+    assert main(["debug", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and match in err, err
+
+
+def test_lngb_debug_help_describes_kernel_inputs_and_outputs(capsys):
+    from lngb.cli import main
+    with pytest.raises(SystemExit):
+        main(["debug", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--kernel FILE.py:FUNCTION", "--input", "--output", "--mode"):
+        assert option in out
