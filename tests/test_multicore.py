@@ -878,3 +878,28 @@ def test_ctrl_c_anywhere_in_observed_and_checked_runs_leaves_later_calls_right()
         for mode in ("checked", "observed"):
             assert f"{api} {mode} wrong: 0" in run.stdout, run.stdout + run.stderr
     assert run.returncode == 0
+
+
+def test_an_interrupted_footprint_count_leaves_nothing_for_the_next(monkeypatch):
+    """The same for the trace records' scratch (bytes_moved, the debugger's watchpoints)."""
+    from lngb import record as records
+    from lngb.vector_ops import Add, BinaryRepeatParams
+    core = lngb.AICore(mode="observed")
+    ub = core.alloc(256, F32)
+    with core:
+        Add(ub[64], ub[64], ub[64], 64)      # UB bytes [256, 512)
+        # [0, 256) and [512, 768): the first one's bytes lie between
+        Add(ub, ub, ub, 64, 2, BinaryRepeatParams(1, 1, 1, 16, 16, 16))
+    first, second = core.trace
+    expected = second.bytes_moved
+    real = records.footprint
+
+    def interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(records, "footprint", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _ = first.bytes_moved
+    monkeypatch.setattr(records, "footprint", real)
+    assert second.bytes_moved == expected == (512, 512)
