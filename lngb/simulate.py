@@ -22,7 +22,7 @@ import numpy as np
 
 from .arguments import check_int
 from .core import AICore, resolve_mode
-from .errors import CapacityError, HazardError, InvalidArgumentError
+from .errors import CapacityError, HazardError, InvalidArgumentError, name_core
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable
@@ -274,7 +274,7 @@ class CoreTurns:
                     try:
                         _keeping_current(cores[c].switch)
                     except BaseException as err:
-                        _name_core(err, c, count, self.api)
+                        name_core(err, c, count, self.api)
                         raise
                 waiting = [c for c in waiting if not cores[c].dead]
                 if waiting and len(waiting) < count:
@@ -306,13 +306,3 @@ def _keeping_current(switch, *args):
         swap_core_stack(stack)
         vars(_BLOCK).clear()
         vars(_BLOCK).update(block)
-
-
-def _name_core(err, c, count, api):
-    """Tell which core raised `err`, keeping its type."""
-    try:
-        err.block_idx = c
-    except AttributeError:   # an exception type without a __dict__
-        return
-    if hasattr(err, "add_note"):   # Python 3.11+
-        err.add_note(f"(on core {c} of {count}, {api})")

@@ -903,3 +903,21 @@ def test_an_interrupted_footprint_count_leaves_nothing_for_the_next(monkeypatch)
         _ = first.bytes_moved
     monkeypatch.setattr(records, "footprint", real)
     assert second.bytes_moved == expected == (512, 512)
+
+
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+def test_an_error_on_one_core_carries_its_index(monkeypatch, mode):
+    """emulate_operator run (or planned) core by core: an error on core 2 reaches the caller
+    as it is, with the core's index."""
+    real = multicore.LayerNormGradBetaKernel.ReduceAcrossCores
+
+    def fails_on_core_2(self, *args):
+        if self.block_idx == 2:
+            raise ValueError("core 2 fails")
+        return real(self, *args)
+    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "ReduceAcrossCores", fails_on_core_2)
+    lngb.clear_caches()   # fast mode plans it again
+    dy, rfg = inputs((2, 7, 64), np.float32, seed_of("core index"))
+    with pytest.raises(ValueError, match="core 2 fails") as caught:
+        lngb.emulate_operator(dy, rfg, block_dim=3, mode=mode)
+    assert caught.value.block_idx == 2

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._jit import njit
-from ..errors import InvalidArgumentError, OutOfBoundsError, warn
+from ..errors import InvalidArgumentError, OutOfBoundsError, name_core, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.footprint import extents
@@ -48,7 +48,12 @@ def run_phases(kernels, bar=None):
             if bar is not None:
                 bar.set_postfix_str(f"core {c} of {len(kernels)}, phase {phase + 1} of 2")
             kernel.run.phase = phase
-            if next(run, _RETURNED) is _RETURNED and phase == 0:
+            try:
+                step = next(run, _RETURNED)
+            except BaseException as err:   # the caller learns which core
+                name_core(err, c, len(kernels))
+                raise
+            if step is _RETURNED and phase == 0:
                 raise InvalidArgumentError(f"core {c}'s kernel returned before its SyncAll: "
                                            "every core's Process() must reach it (yield)")
             if bar is not None:
