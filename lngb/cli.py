@@ -331,6 +331,78 @@ def trace_command(args):
 
 def debug_command(args):
     from .debug import DebugShell, Debugger
+    if args.kernel is not None:
+        debugger = _kernel_debugger(args)
+    elif args.input or args.output or args.mode is not None:
+        raise InvalidArgumentError("lngb debug: --input, --output and --mode are options of "
+                                   "--kernel FILE.py:FUNCTION (a kernel of your own)")
+    else:
+        debugger = _operator_debugger(args, Debugger)
+    if args.commands:
+        with open(args.commands) as commands:
+            DebugShell(debugger, stdin=commands).cmdloop()
+    else:
+        DebugShell(debugger).cmdloop()
+    return 0
+
+
+def _kernel_debugger(args):
+    """lngb debug --kernel FILE.py:FUNCTION: a KernelDebugger on the .npy inputs."""
+    import importlib.util
+
+    from .debug import KernelDebugger
+    given = [name for name, default in (("dy", None), ("res_for_gamma", None),
+                                        ("stack_buffer_size", None), ("reuse_source", False),
+                                        ("shape", (1, 8, 8)), ("dtype", "float32"),
+                                        ("api", APIS[0])) if getattr(args, name) != default]
+    if given:
+        raise InvalidArgumentError(
+            f"lngb debug --kernel: --{given[0].replace('_', '-')} is an option of lngb's own "
+            "kernels; a kernel of yours takes --input, --output, --block-dim, --mode, --product")
+    path, _, function = args.kernel.rpartition(":")
+    if not path or not function.isidentifier():
+        raise InvalidArgumentError(f"lngb debug: --kernel must be FILE.py:FUNCTION, got "
+                                   f"{args.kernel!r}")
+    if not pathlib.Path(path).is_file():
+        raise InvalidArgumentError(f"lngb debug: --kernel: no such file {path!r}")
+    spec = importlib.util.spec_from_file_location("lngb_user_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = getattr(module, function, None)
+    if not callable(kernel):
+        raise InvalidArgumentError(f"lngb debug: --kernel: {path} has no function {function!r}")
+    inputs = []
+    for name in args.input:
+        try:
+            inputs.append(np.load(name, allow_pickle=False))
+        except (OSError, ValueError) as err:
+            raise InvalidArgumentError(f"lngb debug: --input {name}: not a readable .npy file "
+                                       f"({err})") from None
+    return KernelDebugger(kernel, *inputs, outputs=[_kernel_output(o) for o in args.output],
+                          block_dim=1 if args.block_dim is None else args.block_dim,
+                          product=args.product, mode=args.mode or "observed")
+
+
+def _kernel_output(text):
+    """--output SHAPE:DTYPE (16:float32, 4,64:float16), or a .npy file (its initial contents)."""
+    if text.endswith(".npy"):
+        try:
+            return np.load(text, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise InvalidArgumentError(f"lngb debug: --output {text}: not a readable .npy file "
+                                       f"({err})") from None
+    shape, _, dtype = text.rpartition(":")
+    if not re.fullmatch(r"\d+(,\d+)*", shape) or dtype not in KERNEL_DTYPES:
+        raise InvalidArgumentError(
+            f"lngb debug: --output must be SHAPE:DTYPE (e.g. 16:float32 or 4,64:float16; "
+            f"dtypes {', '.join(KERNEL_DTYPES)}) or a .npy file, got {text!r}")
+    return tuple(int(n) for n in shape.split(",")), np.dtype(dtype)
+
+
+KERNEL_DTYPES = ("float32", "float16", "int32", "uint32", "int16", "uint16", "int8", "uint8")
+
+
+def _operator_debugger(args, Debugger):
     dy, rfg = _kernel_inputs(args)
     if args.api == "backward":
         from .debug import BackwardDebugger
@@ -352,12 +424,7 @@ def debug_command(args):
         debugger = Debugger(dy, rfg, product=args.product,
                             stack_buffer_size=args.stack_buffer_size,
                             is_reuse_source=args.reuse_source, reuse_buffer=args.reuse_buffer)
-    if args.commands:
-        with open(args.commands) as commands:
-            DebugShell(debugger, stdin=commands).cmdloop()
-    else:
-        DebugShell(debugger).cmdloop()
-    return 0
+    return debugger
 
 
 def _size_text(nbytes):
@@ -493,9 +560,24 @@ def main(argv=None):
                                            "whole backward on LayerNormGrad's documented example")
     sub.choices["debug"].add_argument("--commands", help="read debugger commands from this file")
     sub.choices["debug"].add_argument("--block-dim", type=int,
-                                      help="step the multi-core operator on this many cores "
-                                           "(commands act on the core picked with `focus`)")
-    sub.choices["debug"].set_defaults(func=debug_command)
+                                      help="step the multi-core operator (or --kernel) on this "
+                                           "many cores (commands act on the core picked with "
+                                           "`focus`)")
+    debug = sub.choices["debug"]
+    debug.add_argument("--kernel", metavar="FILE.py:FUNCTION",
+                       help="step a kernel of your own (as lngb.simulate_kernel runs it) "
+                            "instead of lngb's: FUNCTION(*global_tensors) in FILE.py, one call "
+                            "per core, the inputs then the outputs as GlobalTensors")
+    debug.add_argument("--input", action="append", default=[], metavar="FILE.npy",
+                       help="with --kernel: an input array (repeatable, in the kernel's order)")
+    debug.add_argument("--output", action="append", default=[], metavar="SHAPE:DTYPE",
+                       help="with --kernel: an output, after the inputs (repeatable): its shape "
+                            "and dtype, zero-filled (16:float32, 4,64:float16), or FILE.npy for "
+                            "its initial contents; the shell prints them at the end")
+    debug.add_argument("--mode", choices=["observed", "checked"],
+                       help="with --kernel: observed (default) or checked (the sanitizer "
+                            "checks each instruction as it executes)")
+    debug.set_defaults(func=debug_command)
     p = sub.add_parser("cache", help="where lngb's compiled kernels are cached on disk, how big "
                                      "and whether warm (info, the default); clear removes them",
                        description="lngb compiles its kernels on first use and caches them on "

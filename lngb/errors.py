@@ -57,6 +57,17 @@ def warn(message, category=LngbWarning):
     warnings.warn(message, category, stacklevel=level)
 
 
+def name_core(err, c, count, api=None):
+    """Tell which of `count` cores raised `err` (`err.block_idx`, and a note on Python 3.11+),
+    keeping its type."""
+    try:
+        err.block_idx = c
+    except AttributeError:   # an exception type without a __dict__
+        return
+    if hasattr(err, "add_note"):
+        err.add_note(f"(on core {c} of {count}{', ' + api if api else ''})")
+
+
 def check_flag(api, name, value, optional=False):
     """value as a bool, if it is one (numpy's too); 1 and 0 are not flags. `optional`: None is
     allowed too, and returned as it is."""

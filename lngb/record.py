@@ -66,18 +66,23 @@ _SCRATCH = threading.local()
 
 def footprint_flags(row):
     """(read, written, lo, hi): flag arrays of the UB bytes the row reads and writes, set in
-    [lo, hi); the caller must zero them there (`clear_footprint`) when done."""
-    if not hasattr(_SCRATCH, "pair"):
+    [lo, hi); the caller must zero them there (`clear_footprint`) when done. Until then they
+    are out of the thread's store, so a caller stopped halfway (Ctrl-C) leaves no set flags to
+    the next one (it makes a fresh pair)."""
+    pair = vars(_SCRATCH).pop("pair", None)
+    if pair is None:
         size = max(core_bytes(p.ub_size) for p in PRODUCTS.values())
-        _SCRATCH.pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
-    read, written = _SCRATCH.pair
+        pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
+    read, written = pair
     bounds = np.array([read.size, 0], dtype=np.int64)
     footprint(np.asarray(row, dtype=np.int64), read, written, bounds)
     return read, written, int(bounds[0]), int(bounds[1])
 
 
 def clear_footprint(read, written, lo, hi):
+    """Zero what footprint_flags set and give the pair back to the thread's store."""
     read[lo:hi] = written[lo:hi] = 0
+    _SCRATCH.pair = (read, written)
 
 
 class TraceRecord:

@@ -4,7 +4,11 @@ The kernel is called once per core, that core current, with a GlobalTensor per i
 (`kernel(*global_tensors)`), as an Ascend C kernel gets its GM addresses; inside it,
 `GetBlockIdx()` / `GetBlockNum()` say which core it is and `TPipe()` binds the current core.
 Inputs are copied (the caller's arrays are never modified); outputs start from zeros or from the
-arrays given. With several cores each runs in its own thread and `SyncAll()` waits for all.
+arrays given. With several cores they take turns in the calling thread (greenlets, CoreTurns):
+a core runs until its next `SyncAll()` or its end, and passes a SyncAll once every core has
+reached it; pdb breakpoints in the kernel stop on every core. `threads=` (a positive integer)
+is accepted for the API's sake and changes nothing: a user's kernel is Python, which holds the
+GIL, so threads gave no parallelism.
 
 Inputs that are not arrays are scalar arguments, passed to the kernel as they are. In fast and
 checked mode a one-core kernel with at most four GM tensors is recorded once per (the shapes
@@ -16,18 +20,19 @@ or UB) makes it run live. Either way a call gives the bits a live observed run g
 import threading
 from functools import partial
 
+import greenlet
 import numpy as np
 
 from .arguments import check_int
 from .core import AICore, resolve_mode
-from .errors import CapacityError, InvalidArgumentError, warn
+from .errors import CapacityError, HazardError, InvalidArgumentError, name_core, warn
 from .observers.cost import CostModel
 from .products import get_product
 from .runtime.cache import Uncacheable, exact
 from .runtime.reads import kernel_key
 from .runtime.recording import (LIVE, PROGRAMS, ScalarAccess, pad_gms, program_key, read_only,
                                 record, run_program, runs_live)
-from .tensor import MAX_GM_BYTES, GlobalTensor
+from .tensor import MAX_GM_BYTES, GlobalTensor, swap_core_stack
 from .vector_ops import executor
 from .vector_ops.footprint import extents
 from .vector_ops.program import GM_SLOTS, N_COLS, OP
@@ -156,37 +161,71 @@ def _copy(api, name, array):
 def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, mode=None,
                     threads=None):
     """Run `kernel(*global_tensors)` once per core (see the module docstring); returns a
-    SimulationResult whose `.outputs` are the outputs' final contents."""
+    SimulationResult whose `.outputs` are the outputs' final contents. `threads`: validated,
+    otherwise unused (the cores take turns in the calling thread)."""
     api = "simulate_kernel"
-    if not callable(kernel):
-        raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
-    block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
     if threads is not None:
         check_int(api, "threads", threads, 1)
-        if threads < block_dim:
-            raise InvalidArgumentError(
-                f"{api}: {block_dim} cores need {block_dim} threads (each waits at SyncAll for "
-                f"the others), got threads={threads}")
-    mode = resolve_mode(api, mode)
-    ins, outs = _arrays(api, inputs, outputs)
-    arrays = [a for a in ins if not isinstance(a, Scalar)] + outs
-    gms = [a.reshape(-1).view(np.uint8) for a in arrays]
-    dtypes = [a.dtype for a in arrays]
-    cores = [AICore(product, mode)]
-    body = _with_scalars(kernel, ins)
-    scalars = [a.key for a in ins if isinstance(a, Scalar)]
-    if block_dim == 1:
-        rows = [_run_one(cores[0], kernel, body, scalars, gms, dtypes)]
+    run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim,
+                         resolve_mode(api, mode))
+    if run.block_dim == 1:
+        rows = [_run_one(run)]
     else:
-        replayed = _replay_cores(cores[0], block_dim, kernel, body, scalars, gms, dtypes)
+        replayed = _replay_cores(run)
         if replayed is not None:
-            return SimulationResult(outs, *replayed)
-        cores += [AICore(_config=cores[0].config) for _ in range(block_dim - 1)]
-        rows = _run_cores(cores, body, gms, dtypes, min(threads or block_dim, block_dim))
+            return SimulationResult(run.outputs, *replayed)
+        rows = _run_cores(run)
+    cores = run.cores
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
-    return SimulationResult(outs, cores, rows)
+    return SimulationResult(run.outputs, cores, rows)
+
+
+class PreparedKernel:
+    """A user's kernel set up on fresh cores: `gms` (every core's GM byte arrays, the input
+    arrays then the outputs), their `dtypes`, `outputs` (the output arrays the GM views),
+    `scalars` (the scalar arguments' keys), `cores` (made when first asked for: a replay needs
+    only the first) and `body(c)` (core c's kernel, that core current, as block c of
+    block_dim)."""
+
+    def __init__(self, kernel, first, block_dim, ins, outputs):
+        self.kernel, self.first, self.block_dim, self.outputs = kernel, first, block_dim, outputs
+        arrays = [a for a in ins if not isinstance(a, Scalar)] + outputs
+        self.gms = [a.reshape(-1).view(np.uint8) for a in arrays]
+        self.dtypes = [a.dtype for a in arrays]
+        self.scalars = tuple(a.key for a in ins if isinstance(a, Scalar))
+        self.call = _with_scalars(kernel, ins)
+        self._cores = None
+
+    @property
+    def cores(self):
+        if self._cores is None:
+            self._cores = [self.first] + [AICore(_config=self.first.config)
+                                          for _ in range(self.block_dim - 1)]
+        return self._cores
+
+    def body(self, c, core=None):
+        return _body(core or self.cores[c], self.call, self.gms, self.dtypes, c, self.block_dim)
+
+    def key(self):
+        """The replay key (the first core's state as it is now); Uncacheable if the kernel
+        reads something with no value-exact key or its GM does not fit the slots."""
+        if len(self.gms) > GM_SLOTS:
+            raise Uncacheable("more GM tensors than slots")
+        return program_key(self.first, ("simulate_kernel", self.block_dim,
+                                        kernel_key(self.kernel), self.scalars,
+                                        tuple((g.size, d.str)
+                                              for g, d in zip(self.gms, self.dtypes))))
+
+
+def prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode):
+    """Checks simulate_kernel's arguments (`mode` resolved) and sets up its run."""
+    if not callable(kernel):
+        raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
+    block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
+    ins, outs = _arrays(api, inputs, outputs)
+    return PreparedKernel(kernel, AICore(product, mode), block_dim, ins, outs)
 
 
 def global_tensors(gms, dtypes):
@@ -208,17 +247,14 @@ def _body(core, kernel, gms, dtypes, idx, num):
     return body
 
 
-def _run_one(core, kernel, body, scalars, gms, dtypes):
-    """One core: recorded and replayed in fast mode when its GM fits the slots and everything
-    `kernel` reads from Python has a value-exact key (runtime.reads), else live."""
-    key = None
-    if len(gms) <= GM_SLOTS:
-        try:
-            key = program_key(core, ("simulate_kernel", kernel_key(kernel), tuple(scalars),
-                                     tuple((g.size, d.str) for g, d in zip(gms, dtypes))))
-        except Uncacheable:
-            pass
-    return run_on_core(core, body, gms, dtypes, key)
+def _run_one(run):
+    """One core: recorded and replayed in fast and checked mode when its replay key exists
+    (PreparedKernel.key), else live."""
+    try:
+        key = run.key()
+    except Uncacheable:
+        key = None
+    return run_on_core(run.first, run.call, run.gms, run.dtypes, key)
 
 
 def run_on_core(core, kernel, gms, dtypes, key):
@@ -293,30 +329,29 @@ def _phases(rows):
     return np.split(rows, cuts)
 
 
-def _replay_cores(first, block_dim, kernel, body, scalars, gms, dtypes):
-    """Fast mode, under the replay rule of one core (`_run_one`): record each core's kernel once (a dry
-    run, core by core: nothing executes, so no core waits at a SyncAll), then replay phase by
-    phase, every core's rows up to its next SyncAll before any core's next phase (what the
-    SyncAlls of a live run guarantee). (cores, rows) — `first` and functions making the other
-    cores, which a replay needs only as UBs — or None for a live run."""
-    if len(gms) > GM_SLOTS or first.mode != "fast" or runs_live(first):
+def _replay_cores(run):
+    """Fast mode, under the replay rule of one core (PreparedKernel.key): record each core's
+    kernel once (a dry run, core by core: nothing executes, so no core waits at a SyncAll),
+    then replay phase by phase, every core's rows up to its next SyncAll before any core's next
+    phase (what the SyncAlls of a live run guarantee). (cores, rows) — the first core and
+    functions making the others, which a replay needs only as UBs — or None for a live run."""
+    first = run.first
+    if first.mode != "fast" or runs_live(first):
         return None   # (checked mode checks every core live)
     try:
-        key = program_key(first, ("simulate_kernel cores", block_dim, kernel_key(kernel),
-                                  tuple(scalars),
-                                  tuple((g.size, d.str) for g, d in zip(gms, dtypes))))
+        key = run.key()
     except Uncacheable:
         return None
     recorded = PROGRAMS.get(key)
     if recorded is None:
-        recorded = _record_cores(first, block_dim, key, body, gms, dtypes)
+        recorded = _record_cores(run, key)
         if recorded is None:
             return None
     for program in recorded.programs:
         for message in program.warnings:
             warn(message)
     ubs = [first.ub] + [_fresh_ub(first.ub.size, touched) for touched in recorded.touched[1:]]
-    padded = pad_gms(gms)
+    padded = pad_gms(run.gms)
     for phase in range(len(recorded.phases[0])):
         for ub, phases in zip(ubs, recorded.phases):
             executor.execute(ub, padded, phases[phase])
@@ -328,55 +363,107 @@ def _replay_cores(first, block_dim, kernel, body, scalars, gms, dtypes):
     return cores, [p.rows for p in recorded.programs]
 
 
-def _record_cores(first, block_dim, key, body, gms, dtypes):
-    """The CorePrograms of the kernel (cached under `key`), or None if it runs live."""
+def _record_cores(run, key):
+    """The CorePrograms of the kernel (cached under `key`), or None if it runs live. The cores
+    it records on are fresh ones of the run's (the run's own are made if it runs live)."""
     if LIVE.get(key):
         return None
-    cores = [first] + [AICore(_config=first.config) for _ in range(block_dim - 1)]
-    try:
-        recorded = CorePrograms([record(core, _body(core, body, gms, dtypes, c, block_dim), gms)
-                                 for c, core in enumerate(cores)])
-    except ScalarAccess:
-        LIVE.put(key, True, 256)
-        return None
+    cores = [run.first] + [AICore(_config=run.first.config) for _ in range(run.block_dim - 1)]
+    programs = []
+    for c, core in enumerate(cores):
+        try:
+            programs.append(record(core, run.body(c, core), run.gms))
+        except ScalarAccess:
+            LIVE.put(key, True, 256)
+            return None
+        except BaseException as err:
+            name_core(err, c, len(cores), "simulate_kernel")
+            raise
+    recorded = CorePrograms(programs)
     if len({len(p) for p in recorded.phases}) != 1:
         return None   # the cores disagree on their SyncAlls: the live run says how
     PROGRAMS.put(key, recorded, recorded.nbytes)
     return recorded
 
 
-def _run_cores(cores, kernel, gms, dtypes, threads):
-    """Each core in a thread of its own (at most `threads` at once): a SyncAll retires only when
-    every core has issued it."""
-    barrier = threading.Barrier(len(cores))
+def _run_cores(run):
+    """Every core's kernel, in turns in the calling thread (CoreTurns); its rows per core."""
+    cores = run.cores
     rows = [[] for _ in cores]
-    errors = [None] * len(cores)
+    turns = CoreTurns("simulate_kernel", len(cores))
 
-    def run(c):
+    def body(c):
         def retire(record):
             rows[c].append(record.row)
             if record.name == "SyncAll":
-                barrier.wait()
+                turns.sync(c)
         hook = cores[c].register_hook(retire)
         try:
-            _body(cores[c], kernel, gms, dtypes, c, len(cores))()
-        except threading.BrokenBarrierError as err:
-            errors[c] = errors[c] or err
-        except BaseException as err:   # the others must not wait for this core at SyncAll
-            errors[c] = err
-            barrier.abort()
+            run.body(c)()
         finally:
             hook.remove()
 
-    workers = [threading.Thread(target=run, args=(c,)) for c in range(len(cores))]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    first = next((e for e in errors if e is not None
-                  and not isinstance(e, threading.BrokenBarrierError)), None)
-    if first is not None:
-        raise first
-    if any(errors):
-        raise InvalidArgumentError("simulate_kernel: the cores did not all reach the same SyncAlls")
+    turns.run(body)
     return [np.array(r, dtype=np.int64).reshape(-1, N_COLS) for r in rows]
+
+
+class CoreTurns:
+    """Run body(c) for each core c as a greenlet of the calling thread, one at a time: a core
+    runs until it reaches a SyncAll (`sync(c)`) or its end, then the next core runs; once every
+    core waits at its n-th SyncAll they all pass it. So pdb and sys.settrace see every core's
+    frames, and Ctrl-C stops them all. A SyncAll that cannot complete (some cores have finished,
+    the others wait) is a HazardError at once, naming the SyncAlls each core reached; an
+    exception on a core stops every core and reaches the caller as it is, with the core's index
+    (`err.block_idx`, and a note). A body may call `sync(c)` itself between parts it runs whole
+    (a per-core replay, phase by phase)."""
+
+    def __init__(self, api, count):
+        self.api, self.syncs, self.main = api, [0] * count, greenlet.getcurrent()
+
+    def sync(self, c):
+        """Core c's SyncAll: wait (in its greenlet) until every core has reached it."""
+        self.syncs[c] += 1
+        _keeping_current(self.main.switch)
+
+    def run(self, body):
+        count = len(self.syncs)
+        cores = [greenlet.greenlet(lambda c=c: body(c), parent=self.main) for c in range(count)]
+        try:
+            waiting = range(count)
+            while waiting:
+                for c in waiting:
+                    try:
+                        _keeping_current(cores[c].switch)
+                    except BaseException as err:
+                        name_core(err, c, count, self.api)
+                        raise
+                waiting = [c for c in waiting if not cores[c].dead]
+                if waiting and len(waiting) < count:
+                    raise HazardError(self._stuck(waiting))
+        finally:   # the others stop where they wait: their `with core:` blocks unwind
+            for g in cores:
+                if g:   # started and not finished
+                    _keeping_current(g.throw, greenlet.GreenletExit)
+
+    def _stuck(self, waiting):
+        done = [c for c in range(len(self.syncs)) if c not in waiting]
+        reached = ", ".join(f"core {c}: {n}" for c, n in enumerate(self.syncs))
+        return (f"{self.api}: a SyncAll that cannot complete: {_cores(waiting)} wait at SyncAll "
+                f"#{self.syncs[waiting[0]]}, {_cores(done)} finished; SyncAlls each core "
+                f"reached: {reached}. Every core must call SyncAll the same number of times")
+
+
+def _cores(indices):
+    return ("core " if len(indices) == 1 else "cores ") + ", ".join(map(str, indices))
+
+
+def _keeping_current(switch, *args):
+    """switch(*args) to another greenlet, this one's current cores and block index as they
+    were when it comes back (they are the thread's, which the greenlets share)."""
+    stack, block = swap_core_stack([]), dict(vars(_BLOCK))
+    try:
+        return switch(*args)
+    finally:
+        swap_core_stack(stack)
+        vars(_BLOCK).clear()
+        vars(_BLOCK).update(block)

@@ -34,6 +34,14 @@ def pop_core():
     _local.stack.pop()
 
 
+def swap_core_stack(stack):
+    """Make `stack` (a list) this thread's stack of current cores and return the one it had:
+    for a runner that switches between kernels in one thread (lngb.simulate's greenlets)."""
+    old = getattr(_local, "stack", [])
+    _local.stack = stack
+    return old
+
+
 def _index(api, index, size):
     """An element index in [0, size): an integer, not a float or a bool."""
     if not is_int(index):

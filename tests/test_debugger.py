@@ -13,7 +13,7 @@ import pytest
 
 import lngb
 from lngb.debug import DebugShell, Debugger, OperatorDebugger
-from lngb.vector_ops import Add
+from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
 
 pytestmark = pytest.mark.jitted
 
@@ -289,3 +289,163 @@ def test_observed_mode_under_a_debugger_does_not_warn():
         finally:
             sys.settrace(previous)
     assert result.pd_gamma[0] == 8960
+
+
+# --- a user's kernel: KernelDebugger -------------------------------------------------------------
+
+F32 = np.dtype(np.float32)
+
+
+def neighbour_kernel(x, out):
+    """Core k doubles its 8 elements into out[8k], SyncAll, then copies its neighbour's block
+    to out[8(n + k)]; twice the SyncAll with `twice`."""
+    k, n = lngb.GetBlockIdx(), lngb.GetBlockNum()
+    pipe = lngb.TPipe()
+    buf = lngb.TBuf("VECCALC")
+    pipe.InitBuffer(buf, 32)
+    block = buf.Get(F32)
+    DataCopy(block, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Add(block, block, block, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * k], block, 8)
+    SyncAll()
+    DataCopy(block, out[8 * ((k + 1) % n)], 8)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(out[8 * (n + k)], block, 8)
+    pipe.Destroy()
+
+
+X = np.arange(16, dtype=F32)
+EXPECTED = np.concatenate([2 * X, np.roll(2 * X, -8)])
+
+
+@pytest.mark.parametrize("mode", ["observed", "checked"])
+def test_kernel_debugger_steps_a_user_kernel_on_every_core(mode):
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2,
+                                    mode=mode)
+    assert dbg.run_until("Add").name == "Add"
+    assert set(dbg.tensors) >= {"block"}                 # the kernel's variables, by name
+    before = dbg.view("block").copy()
+    dbg.watch(dbg.tensors["block"])
+    assert dbg.run()[0].startswith("watchpoint")
+    assert np.array_equal(dbg.view("block"), 2 * before)
+    assert dbg.where()[-1].function == "neighbour_kernel"
+    assert dbg.run()[0].startswith("core 0 waits at SyncAll for cores [1]")
+    with pytest.raises(lngb.debug.WaitingAtSyncAll):
+        dbg.step()
+    dbg.focus(1)
+    assert dbg.run() == ("end", None)        # core 0 is at the SyncAll already: core 1 passes
+    with pytest.raises(lngb.InvalidArgumentError, match="cores \\[0\\] have not run"):
+        dbg.results()
+    dbg.focus(0)
+    assert dbg.run()[0] == "watchpoint [0, 32)"   # the neighbour's block copied in
+    assert dbg.run() == ("end", None)
+    assert np.array_equal(dbg.results()[0], EXPECTED)
+    assert len(dbg[0].executed) == len(dbg[1].executed) > 10
+    if mode == "checked":
+        assert dbg[0].core.sanitizer is not None
+
+
+def test_kernel_debugger_results_equal_simulate_kernel_and_run_all():
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    dbg.run_all()
+    sim = lngb.simulate_kernel(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    assert np.array_equal(dbg.results()[0], sim.outputs[0])
+
+
+def test_kernel_debugger_uneven_sync_alls_and_unrecordable_kernels_are_clear_errors():
+    def only_core_0(x):
+        if lngb.GetBlockIdx() == 0:
+            SyncAll()
+
+    with pytest.raises(lngb.HazardError, match="core 0: 1, core 1: 0"):
+        lngb.debug.KernelDebugger(only_core_0, X, outputs=[], block_dim=2)
+
+    def branches_on_ub(x):
+        t = lngb.current_core().alloc(8, F32)
+        DataCopy(t, x[0], 8)
+        if t.GetValue(0) > 0:
+            Add(t, t, t, 8)
+
+    with pytest.raises(lngb.InvalidArgumentError, match="GetValue's value in Python"):
+        lngb.debug.KernelDebugger(branches_on_ub, X, outputs=[])
+    with pytest.raises(lngb.InvalidArgumentError, match="mode must be"):
+        lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], mode="fast")
+
+
+def test_kernel_debugger_in_the_shell():
+    dbg = lngb.debug.KernelDebugger(neighbour_kernel, X, outputs=[((32,), F32)], block_dim=2)
+    out = shell("break Add\nc\np block\nn\np block[0:2]\nc\nfocus 1\nc\nc\nfocus 0\nc\nquit\n",
+                dbg)
+    assert answer(out, "p block") == [str(X[:8])]
+    assert answer(out, "p block[0:2]") == ["[0. 2.]"]
+    assert out.rstrip().splitlines()[-2].startswith("finished: output0=[ 0.  2.  4.")
+
+
+# --- lngb debug --kernel -------------------------------------------------------------------------
+
+KERNEL_SOURCE = '''
+import numpy as np
+import lngb
+from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
+
+
+def double(x, out):
+    k = lngb.GetBlockIdx()
+    t = lngb.current_core().alloc(8, np.float32)
+    DataCopy(t, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    WaitFlag(HardEvent.MTE2_V, 0)
+    Add(t, t, t, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * k], t, 8)
+    SyncAll()
+'''
+
+
+def test_lngb_debug_kernel_opens_a_users_kernel_with_npy_inputs(tmp_path, capsys):
+    from lngb.cli import main
+    (tmp_path / "kern.py").write_text(KERNEL_SOURCE)
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "cmds").write_text("break Add\nc\np t\nfocus 1\nc\nfocus 0\nc\nfocus 1\nc\n"
+                                   "quit\n")
+    assert main(["debug", "--kernel", f"{tmp_path / 'kern.py'}:double",
+                 "--input", str(tmp_path / "x.npy"), "--output", "16:float32",
+                 "--block-dim", "2", "--mode", "checked",
+                 "--commands", str(tmp_path / "cmds")]) == 0
+    out = capsys.readouterr().out
+    assert answer(out, "p t") == [str(X[:8])]
+    assert f"finished: output0={np.array2string(2 * X, threshold=16)}" in out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--kernel", "nowhere.py:f"], "no such file"),
+    (["--kernel", "KERN"], "FILE.py:FUNCTION"),
+    (["--kernel", "KERN:missing"], "no function 'missing'"),
+    (["--kernel", "KERN:double", "--output", "16:complex"], "--output"),
+    (["--kernel", "KERN:double", "--output", "16"], "--output"),
+    (["--kernel", "KERN:double", "--input", "none.npy"], "--input"),
+    (["--kernel", "KERN:double", "--dy", "x.bin"], "--dy"),
+    (["--input", "x.npy"], "--kernel"),
+])
+def test_lngb_debug_kernel_refuses_bad_options_in_one_line(argv, match, tmp_path, capsys):
+    from lngb.cli import main
+    (tmp_path / "kern.py").write_text(KERNEL_SOURCE)
+    argv = [a.replace("KERN", str(tmp_path / "kern.py")) for a in argv]
+    assert main(["debug", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and match in err, err
+
+
+def test_lngb_debug_help_describes_kernel_inputs_and_outputs(capsys):
+    from lngb.cli import main
+    with pytest.raises(SystemExit):
+        main(["debug", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--kernel FILE.py:FUNCTION", "--input", "--output", "--mode"):
+        assert option in out

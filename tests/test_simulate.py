@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -92,14 +93,71 @@ def test_sync_all_waits_for_every_core():
     assert np.array_equal(out[32:], 2 * np.roll(x, -8))
 
 
-def test_an_error_on_one_core_reaches_the_caller_and_the_others_stop():
+@pytest.mark.parametrize("mode", ["fast", "observed", "checked"])
+def test_an_error_on_one_core_reaches_the_caller_with_its_index_and_the_others_stop(mode):
+    after = []
+
     def kernel(x):
         if lngb.GetBlockIdx() == 1:
             raise ValueError("core 1 fails")
         SyncAll()
+        after.append(lngb.GetBlockIdx())
 
-    with pytest.raises(ValueError, match="core 1 fails"):
-        lngb.simulate_kernel(kernel, np.zeros(8, F32), outputs=[], block_dim=3)
+    with pytest.raises(ValueError, match="core 1 fails") as caught:
+        lngb.simulate_kernel(kernel, np.zeros(8, F32), outputs=[], block_dim=3, mode=mode)
+    assert caught.value.block_idx == 1   # the original type, with the core's index
+    if sys.version_info >= (3, 11):
+        assert "on core 1 of 3" in "".join(caught.value.__notes__)
+    assert after == []                   # no core went past the SyncAll
+    with pytest.raises(lngb.InvalidArgumentError):   # nothing left current
+        lngb.current_core()
+
+
+def run_script(code, timeout=120, **kw):
+    """`code` in a fresh interpreter (a hang there fails this test instead of stopping the
+    run); the CompletedProcess."""
+    env = dict(os.environ)
+    env.pop("LNGB_MODE", None)
+    try:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                              text=True, timeout=timeout, env=env, **kw)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"the script hung ({timeout} s): {err.stdout} {err.stderr}")
+
+
+def test_sync_all_that_cannot_complete_is_a_hazard_within_a_second():
+    """Only some cores call SyncAll, or one calls it twice: a HazardError naming every core and
+    the SyncAlls it reached, not a hang (today: a hang)."""
+    run = run_script("""
+        import time
+        import numpy as np
+        import lngb
+        from lngb.vector_ops import SyncAll
+
+        def only_core_0(x):
+            if lngb.GetBlockIdx() == 0:
+                SyncAll()
+
+        def core_1_twice(x):
+            SyncAll()
+            if lngb.GetBlockIdx() == 1:
+                SyncAll()
+
+        for kernel, block_dim in ((only_core_0, 3), (core_1_twice, 2)):
+            for mode in ("fast", "observed", "checked"):
+                start = time.perf_counter()
+                try:
+                    lngb.simulate_kernel(kernel, np.zeros(8, np.float32), outputs=[],
+                                         block_dim=block_dim, mode=mode)
+                except lngb.HazardError as err:
+                    print(kernel.__name__, mode, time.perf_counter() - start < 1, err)
+    """, timeout=60)
+    lines = run.stdout.splitlines()
+    assert len(lines) == 6, run.stdout + run.stderr
+    for line in lines[:3]:
+        assert " True " in line and "core 0: 1, core 1: 0, core 2: 0" in line, line
+    for line in lines[3:]:
+        assert " True " in line and "core 0: 1, core 1: 2" in line, line
 
 
 def test_the_sample_kernel_of_layer_norm_grad_beta_as_a_user_kernel():
@@ -154,7 +212,7 @@ def test_emulate_is_its_sample_kernel_run_by_simulate_kernel(dtype, reuse):
     (dict(outputs="x"), "outputs must be a list"),
     (dict(outputs=[(1, 2, 3)]), r"output 0 must be \(shape, dtype\)"),
     (dict(block_dim=0), "block_dim"),
-    (dict(block_dim=2, threads=1), "threads"),
+    (dict(block_dim=2, threads=0), "threads"),
     (dict(mode="fast!"), "mode must be one of"),
 ])
 def test_bad_arguments(bad, match):
@@ -261,3 +319,100 @@ def test_a_multicore_kernel_that_never_reaches_sync_all_is_an_error():
     with pytest.raises(lngb.InvalidArgumentError, match="core 0's kernel returned before its "
                                                         "SyncAll"):
         schedule.run_phases([Returns()])
+
+
+def test_threads_is_validated_and_the_cores_take_turns_in_the_calling_thread():
+    """threads= is kept (a positive integer) but changes nothing: every core runs in the
+    calling thread (today: threads=1 with 4 cores was refused)."""
+    seen = []
+
+    def kernel(x, y, z):
+        seen.append(threading.get_ident())
+        add_kernel(x, y, z)
+
+    x = np.arange(256, dtype=F32)
+    for threads in (None, 1, 8):
+        result = lngb.simulate_kernel(kernel, x, x, outputs=[((256,), F32)], block_dim=4,
+                                      threads=threads)
+        assert np.array_equal(result.outputs[0], 2 * x)
+    assert set(seen) == {threading.get_ident()}
+
+
+PDB_KERNEL = '''
+import numpy as np
+import lngb
+from lngb.vector_ops import SyncAll
+
+def kernel(x):
+    k = lngb.GetBlockIdx()
+    breakpoint()
+    SyncAll()
+    after = k
+    breakpoint()
+
+lngb.simulate_kernel(kernel, np.zeros(8, np.float32), outputs=[], block_dim=3, mode="observed")
+print("DONE")
+'''
+
+
+def test_pdb_breakpoints_fire_on_every_core_before_and_after_sync_all(tmp_path):
+    """breakpoint() in a user's kernel stops on each of its 3 cores, before and after SyncAll
+    (today only in the main thread: with block_dim > 1, never)."""
+    (tmp_path / "kernel.py").write_text(PDB_KERNEL)
+    commands = "p ('HIT', k, 'after' in dir())\nc\n" * 6
+    run = run_script(f"import runpy; runpy.run_path({str(tmp_path / 'kernel.py')!r})",
+                     timeout=120, input=commands)
+    hits = [line for line in run.stdout.splitlines() if "'HIT'" in line]
+    assert hits == [f"(Pdb) ('HIT', {k}, {after})" for after in (False, True)
+                    for k in range(3)], run.stdout + run.stderr
+    assert "DONE" in run.stdout
+
+
+CTRL_C = '''
+import signal, threading, time
+ctrl_c = lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)   # as a terminal's
+workers = lambda: [t for t in threading.enumerate()
+                   if t.is_alive() and t is not threading.main_thread()
+                   and not isinstance(t, threading.Timer)]
+import numpy as np
+import lngb
+from lngb.vector_ops import PIPE_V, PipeBarrier, SyncAll
+from test_simulate import add_kernel
+
+def spins(x, y, z):
+    if lngb.GetBlockIdx() == 2:
+        while True:
+            PipeBarrier(PIPE_V)
+    SyncAll()
+
+x = np.arange(256, dtype=np.float32)
+def press(stopped):   # Ctrl-C again every 0.1 s: numpy's probe for __array_ufunc__ on an
+    while not stopped.wait(0.1):   # IntEnum swallows a KeyboardInterrupt raised inside it
+        ctrl_c()
+
+for mode in ("fast", "observed", "checked"):
+    stopped = threading.Event()
+    threading.Timer(0.3, press, (stopped,)).start()
+    start = time.perf_counter()
+    try:
+        lngb.simulate_kernel(spins, x, x, outputs=[((256,), np.float32)], block_dim=4, mode=mode)
+    except KeyboardInterrupt as err:
+        stopped.set()
+        within = time.perf_counter() - start - 0.3 < 1   # of the first Ctrl-C
+        time.sleep(0.2)   # the presser has stopped (a Timer, not counted)
+        print(mode, "stopped:", within, "core", err.block_idx, "threads left:", len(workers()))
+    result = lngb.simulate_kernel(add_kernel, x, x, outputs=[((256,), np.float32)], block_dim=4,
+                                  mode=mode)
+    print(mode, "then right:", np.array_equal(result.outputs[0], 2 * x))
+'''
+
+
+def test_ctrl_c_stops_every_core_and_later_calls_are_right():
+    """Ctrl-C while core 2 spins and the others wait at SyncAll: the KeyboardInterrupt reaches
+    the caller with the core's index, no thread is left and the process exits within the
+    timeout (today the cores' threads ran on and the process could not exit)."""
+    run = run_script(CTRL_C, timeout=30, cwd=os.path.dirname(__file__))
+    for mode in ("fast", "observed", "checked"):
+        assert f"{mode} stopped: True core 2 threads left: 0" in run.stdout, run.stdout + run.stderr
+        assert f"{mode} then right: True" in run.stdout
+    assert run.returncode == 0

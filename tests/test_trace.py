@@ -188,13 +188,13 @@ def test_operator_debugger_stops_at_sync_all_and_raises_only_where_nothing_can_r
     from lngb.debug import OperatorDebugger, WaitingAtSyncAll
     dy, rfg = _operator_inputs()
     dbg = OperatorDebugger(dy, rfg, block_dim=2)
-    assert dbg.run_until(10**6) is None and dbg.next.seq == dbg[0].barrier + 1   # no such record
+    assert dbg.run_until(10**6) is None and dbg.next.seq == dbg[0].barriers[0] + 1   # no such record
     dbg = OperatorDebugger(dy, rfg, block_dim=2)
     reason, record = dbg.run()
     assert "core 0 waits at SyncAll for cores [1]" in reason and record is dbg.next
     dbg = OperatorDebugger(dy, rfg, block_dim=2)
     done = dbg.step(10**6)
-    assert len(done) == dbg[0].barrier and done[-1].name == "SyncAll"
+    assert len(done) == dbg[0].barriers[0] and done[-1].name == "SyncAll"
     ub, seq = dbg.core.ub.copy(), dbg.core.seq
     for call in (dbg.step, lambda: dbg.run_until("Add"), dbg.run):
         with pytest.raises(WaitingAtSyncAll, match=r"core 0 waits at SyncAll for cores \[1\]"):

@@ -8,6 +8,7 @@ commands from a file.
 """
 import cmd
 import difflib
+from collections.abc import Mapping
 import inspect
 import linecache
 import re
@@ -18,9 +19,11 @@ import numpy as np
 
 from ..arguments import is_int
 from ..backward import prepare_backward
-from ..errors import InvalidArgumentError, LngbError
+from ..errors import HazardError, InvalidArgumentError, LngbError
 from ..host import prepare_operator, sample_kernel
-from ..simulate import global_tensors
+from ..runtime.recording import ScalarAccess
+from ..simulate import global_tensors, prepare_kernel
+from ..vector_ops.program import GM_SLOTS
 from ..record import call_site, clear_footprint, footprint_flags
 from ..tensor import LocalTensor
 from ..vector_ops.types import MaskMode
@@ -44,8 +47,10 @@ class _Stacks:
     """The kernel frames at each record of a dry run, outermost first: the frames a record's
     `source` may name (call_site's: not lngb's machine), but not this module's."""
 
-    def __init__(self):
+    def __init__(self, local_tensors=False):
         self.stacks, self._frames, self._calls, self._serial = [], [], [], 0
+        # local_tensors: also, per record, the kernel frames' LocalTensor variables by name
+        self.local_tensors = [] if local_tensors else None
 
     def capture(self, top):
         """The frames between `top` and the instruction being issued now."""
@@ -70,13 +75,17 @@ class _Stacks:
                 self._serial += 1
                 calls.append(self._serial)
         self._frames, self._calls = frames, calls
+        if self.local_tensors is not None:   # outermost first: an inner frame's name wins
+            self.local_tensors.append({name: value for f in frames for name, value in
+                                       f.f_locals.items() if isinstance(value, LocalTensor)})
         self.stacks.append(tuple(Frame(file, f.f_lineno, f.f_code.co_name, c, f.f_code.co_filename)
                                  for file, f, c in zip(files, frames, calls)))
 
 
-def record_with_stacks(core, body, gms=()):
-    """core.record(body, gms), and the kernel's call stack at each record (outermost first)."""
-    stacks = _Stacks()
+def record_with_stacks(core, body, gms=(), stacks=None):
+    """core.record(body, gms), and the kernel's call stack at each record (outermost first);
+    `stacks`: the _Stacks to fill (default a new one)."""
+    stacks = stacks or _Stacks()
 
     def body_with_stacks():
         top, recorder = sys._getframe(), core.recorder
@@ -118,9 +127,9 @@ class Debugger:
                 kernel(*global_tensors(gms, [kernel.dtype] * len(gms)))
         self._start(core, body, gms, kernel.tensors, lambda: (pd_gamma.copy(), pd_beta.copy()))
 
-    def _start(self, core, body, gms, tensors, results):
+    def _start(self, core, body, gms, tensors, results, stacks=None):
         self.core, self.gms, self.tensors, self._results = core, gms, tensors, results
-        program, self.stacks = record_with_stacks(core, body, gms)
+        program, self.stacks = record_with_stacks(core, body, gms, stacks)
         core.bind_gms(gms)
         self.rows, self.records, self.pc = program.rows, program.records, 0
         self.executed = []
@@ -168,6 +177,13 @@ class Debugger:
                 f"results: the kernel is at #{self.next.seq} of {len(self.records)}; its outputs "
                 "are in GM only once it has run to the end (run(), or step until finished)")
         return self._results()
+
+    def finished_text(self):
+        """The results, one line (the shell's at the end)."""
+        *pd_x, gamma, beta = self.results()   # BackwardDebugger: pdX first
+        return (f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
+                f"pdBeta={np.array2string(beta, threshold=16)}"
+                + (f" pdX[0, 0]={np.array2string(pd_x[0][0, 0], threshold=16)}" if pd_x else ""))
 
     def step(self, n=1):
         """Execute the next n records, or fewer at the end or where the core must wait (a
@@ -376,14 +392,22 @@ class OperatorDebugger:
     def _attach(self, run):
         """A core debugger per core of `run` (host.PreparedOperator or PreparedBackward)."""
         self.tiling, self._run = run.tiling, run
+        kernels = [run.kernel(c) for c in range(len(run.cores))]  # recorded, never run live
+        self._attach_cores(run.cores, run.gms,
+                           [lambda k=k: list(k.Process()) for k in kernels],
+                           [k.tensors for k in kernels])
+
+    def _attach_cores(self, cores, gms, bodies, tensors, stacks=None):
+        """A _CoreDebugger per core: body c (run on core c, GM gms[c]) recorded, its tensors
+        tensors[c], the kernel stacks recorded into stacks[c] (default new _Stacks)."""
         self.debuggers, breakpoints = [], set()
-        for c, (core, gms) in enumerate(zip(run.cores, run.gms)):
-            kernel = run.kernel(c)  # recorded below, never run live
+        for c, core in enumerate(cores):
             dbg = _CoreDebugger.__new__(_CoreDebugger)
             dbg.owner, dbg.index = self, c
-            dbg._start(core, lambda k=kernel: list(k.Process()), gms, kernel.tensors,
-                       self.results)
-            dbg.barrier = 1 + next(i for i, r in enumerate(dbg.records) if r.name == "SyncAll")
+            dbg._start(core, bodies[c], gms[c], tensors[c], self.results,
+                       stacks[c] if stacks else None)
+            # the record after each SyncAll: the core passes it once every core has got there
+            dbg.barriers = [i + 1 for i, r in enumerate(dbg.records) if r.name == "SyncAll"]
             dbg.breakpoints = breakpoints
             self.debuggers.append(dbg)
         self.focused = 0
@@ -416,10 +440,10 @@ class OperatorDebugger:
         return all(d.finished for d in self.debuggers)
 
     def run_all(self):
-        """Execute every core to the end, phase by phase."""
-        for phase in ("barrier", "end"):
+        """Execute every core to the end, SyncAll by SyncAll."""
+        while not self.finished:
             for d in self.debuggers:
-                while not d.finished and (phase == "end" or d.pc < d.barrier):
+                while not d.finished and not d._blocked():
                     d._execute_next()
 
 
@@ -436,6 +460,84 @@ class BackwardDebugger(OperatorDebugger):
                                       "fast", sat_mode, api="BackwardDebugger"))
 
 
+class KernelDebugger(OperatorDebugger):
+    """Step a user's kernel, as `lngb.simulate_kernel(kernel, *inputs, outputs=...,
+    block_dim=..., product=..., mode=...)` runs it, with OperatorDebugger's methods (`focus`,
+    `step`, `step_over`, `run_until`, `run`, `watch`, `view`, breakpoints) and rules: each
+    core's kernel is recorded (validated, nothing executed), then executed on demand; a core
+    passes its n-th SyncAll once every core has reached theirs. `tensors` (and `view`,
+    `watch`, the shell's `p`) name the kernel's LocalTensor variables at the next record.
+    `results()` is the list of outputs once every core has run to the end. mode "observed"
+    (a trace) or "checked" (the sanitizer checks each record as it executes).
+
+    The kernel must record: its instructions may not depend on UB values (a GetValue used in
+    Python) and it may use at most four GM tensors, as fast mode's replay needs; cores that
+    call SyncAll a different number of times are a HazardError at once."""
+
+    def __init__(self, kernel, *inputs, outputs, block_dim=1, product="atlas-a2",
+                 mode="observed"):
+        api = "KernelDebugger"
+        if mode not in ("observed", "checked"):
+            raise InvalidArgumentError(f"{api}: mode must be 'observed' or 'checked', got "
+                                       f"{mode!r}")
+        run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode)
+        self._outputs = run.outputs
+        if len(run.gms) > GM_SLOTS:
+            raise InvalidArgumentError(f"{api}: the kernel has {len(run.gms)} GM tensors; the "
+                                       f"debugger records kernels of at most {GM_SLOTS}")
+        count = len(run.cores)
+        stacks = [_Stacks(local_tensors=True) for _ in range(count)]
+        try:
+            self._attach_cores(run.cores, [run.gms] * count,
+                               [run.body(c) for c in range(count)],
+                               [_Locals(stacks[c]) for c in range(count)], stacks)
+        except ScalarAccess:
+            raise InvalidArgumentError(
+                f"{api}: the kernel uses a GetValue's value in Python (or SetValue), so its "
+                "instructions depend on UB data and cannot be recorded ahead; step it with pdb "
+                "in simulate_kernel(..., mode='observed') instead") from None
+        for dbg in self.debuggers:
+            dbg.tensors.debugger = dbg
+        syncs = [len(d.barriers) for d in self.debuggers]
+        if len(set(syncs)) > 1:
+            reached = ", ".join(f"core {c}: {n}" for c, n in enumerate(syncs))
+            raise HazardError(f"{api}: the cores call SyncAll a different number of times "
+                              f"({reached}): a SyncAll cannot complete")
+
+    def results(self):
+        """The outputs (copies, in the order given), once every core has run to the end."""
+        if not self.finished:
+            behind = [d.index for d in self.debuggers if not d.finished]
+            raise InvalidArgumentError(f"results: cores {behind} have not run to the end; the "
+                                       "outputs are in GM only then (run_all())")
+        return [a.copy() for a in self._outputs]
+
+    def finished_text(self):
+        return "finished: " + " ".join(f"output{k}={np.array2string(a.reshape(-1), threshold=16)}"
+                                       for k, a in enumerate(self.results()))
+
+
+class _Locals(Mapping):
+    """The kernel's LocalTensor variables at a core debugger's next record (its last at the
+    end), by name: `tensors` of KernelDebugger's cores."""
+
+    def __init__(self, stacks):
+        self.stacks, self.debugger = stacks, None
+
+    def _now(self):
+        tensors = self.stacks.local_tensors
+        return tensors[min(self.debugger.pc, len(tensors) - 1)] if tensors else {}
+
+    def __getitem__(self, name):
+        return self._now()[name]
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __len__(self):
+        return len(self._now())
+
+
 def _close_matches(word, words):
     close = difflib.get_close_matches(word, sorted(words), n=3)
     return f"; did you mean {' or '.join(close)}?" if close else ""
@@ -443,8 +545,9 @@ def _close_matches(word, words):
 
 class _CoreDebugger(Debugger):
     def _blocked(self):
-        if self.pc == self.barrier:
-            behind = [d.index for d in self.owner.debuggers if d.pc < d.barrier]
+        if self.pc in self.barriers:   # just past its n-th SyncAll: the others must be too
+            n = self.barriers.index(self.pc)
+            behind = [d.index for d in self.owner.debuggers if d.pc < d.barriers[n]]
             if behind:
                 return (f"core {self.index} waits at SyncAll for cores {behind}: focus them and "
                         "step them there first")
@@ -726,11 +829,7 @@ class DebugShell(cmd.Cmd):
         if self.dbg.next is None:
             if not self.dbg.finished:   # this core of the multi-core operator
                 return [f"core {self.dbg.focused} reached the end; focus another core"]
-            *pd_x, gamma, beta = self.dbg.results()   # BackwardDebugger: pdX first
-            return [f"finished: pdGamma={np.array2string(gamma, threshold=16)} "
-                    f"pdBeta={np.array2string(beta, threshold=16)}"
-                    + (f" pdX[0, 0]={np.array2string(pd_x[0][0, 0], threshold=16)}"
-                       if pd_x else "")]
+            return [self.dbg.finished_text()]
         record, frames = self.dbg.next, self.dbg.where()
         if not frames:
             return [f"> next #{record.seq} {record.name} ({record.source})"]

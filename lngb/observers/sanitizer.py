@@ -45,11 +45,12 @@ _SCRATCH = threading.local()
 
 
 def _scratch(size):
-    """Zeroed uint8 read/written flag arrays, shared by the sanitizers of a thread (each check
-    zeroes what it set)."""
-    pair = getattr(_SCRATCH, "pair", None)
+    """Zeroed uint8 read/written flag arrays, shared by the sanitizers of a thread: taken out
+    while a check uses them, given back (_SCRATCH.pair) once it has zeroed what it set, so a
+    check stopped halfway (Ctrl-C) leaves no set flags to the next one."""
+    pair = vars(_SCRATCH).pop("pair", None)
     if pair is None or pair[0].size != size:
-        pair = _SCRATCH.pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
+        pair = (np.zeros(size, np.uint8), np.zeros(size, np.uint8))
     return pair
 
 
@@ -240,6 +241,7 @@ class Sanitizer:
         finally:
             read_flags[lo:hi] = 0
             written_flags[lo:hi] = 0
+            _SCRATCH.pair = (read_flags, written_flags)
 
     def _next_clock(self, record, seq, pipe):
         if self._who_shared:

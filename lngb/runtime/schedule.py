@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._jit import njit
-from ..errors import InvalidArgumentError, OutOfBoundsError, warn
+from ..errors import InvalidArgumentError, OutOfBoundsError, name_core, warn
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.footprint import extents
@@ -48,7 +48,12 @@ def run_phases(kernels, bar=None):
             if bar is not None:
                 bar.set_postfix_str(f"core {c} of {len(kernels)}, phase {phase + 1} of 2")
             kernel.run.phase = phase
-            if next(run, _RETURNED) is _RETURNED and phase == 0:
+            try:
+                step = next(run, _RETURNED)
+            except BaseException as err:   # the caller learns which core
+                name_core(err, c, len(kernels))
+                raise
+            if step is _RETURNED and phase == 0:
                 raise InvalidArgumentError(f"core {c}'s kernel returned before its SyncAll: "
                                            "every core's Process() must reach it (yield)")
             if bar is not None:
@@ -484,7 +489,10 @@ def run_job(plan, run_schedule, phase, cores, ubs, roots, programs, bases, progr
 
 def in_parallel(jobs, threads, run):
     """run(job) for every job on `threads` threads (this one included), each taking the next
-    job when it is free; the first error is raised once all have stopped."""
+    job when it is free; the first error is raised once all have stopped. An error or Ctrl-C
+    (KeyboardInterrupt) in any of them stops the others after the job they are in (a jitted
+    call cannot be stopped halfway), and the call returns only once they have; the helper
+    threads are daemons, so that the process can exit even while one is in a job."""
     if threads == 1 or len(jobs) <= 1:
         for job in jobs:
             run(job)
@@ -499,11 +507,25 @@ def in_parallel(jobs, threads, run):
                 run(jobs[i])
             except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
                 errors.append(err)
-    helpers = [threading.Thread(target=worker) for _ in range(min(threads, len(jobs)) - 1)]
-    for helper in helpers:
-        helper.start()
-    worker()
-    for helper in helpers:
-        helper.join()
+    def helper(done):
+        try:
+            worker()
+        finally:
+            done.set()
+
+    running = []   # an Event per helper started, set when it stops (Thread.join, interrupted,
+    try:           # takes the thread for stopped on Python 3.11)
+        for _ in range(min(threads, len(jobs)) - 1):
+            done = threading.Event()
+            threading.Thread(target=helper, args=(done,), daemon=True).start()
+            running.append(done)
+        worker()
+        for done in running:
+            done.wait()
+    except BaseException as err:   # Ctrl-C while this thread waits: the helpers stop too
+        errors.append(err)
+        for done in running:
+            done.wait()
+        raise
     if errors:
         raise errors[0]
