@@ -165,6 +165,7 @@ class AICore:
         self.scalar_reads = 0      # GetValues so far: they take the scalar registers in turn
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
+        self.warned = set()        # messages warned once (warn(once=True)) by live runs
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
         self._observers = []
@@ -411,12 +412,15 @@ class AICore:
             self.gms = before
 
     # --- what is not an instruction ---------------------------------------------------------
-    def warn(self, message):
-        """A kernel's LngbWarning: kept with a recording (and raised again on every replay),
-        raised in the calling thread otherwise."""
+    def warn(self, message, once=False):
+        """A kernel's LngbWarning: kept with a recording (once, and raised again on every
+        replay), raised in the calling thread otherwise (`once`: the first time only on this
+        core)."""
         if self.recorder is not None:
             self.recorder.warn(message)
-        else:
+        elif not once or message not in self.warned:
+            if once:
+                self.warned.add(message)
             warn(message)
 
     def get_value(self, tensor, index):
