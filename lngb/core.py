@@ -166,6 +166,7 @@ class AICore:
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
         self.warned = set()        # messages warned once (warn(once=True)) by live runs
+        self.tpipe = None          # the TPipe made last on this core (CANN's GetTPipePtr())
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
         self._observers = []

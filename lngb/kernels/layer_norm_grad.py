@@ -562,9 +562,11 @@ def _duplicate_last_dim(c, dst, src, rows):
 
 
 def _fetch_event_id(core, event):
-    """TPipe::FetchEventID: the lowest id of `event` not in use, without reserving it. Without
-    the TPipe's allocation pool, "in use" means a SetFlag not yet waited for (UNCONFIRMED: on the
-    device it depends on the TPipe's other allocations; typically 0)."""
+    """GetTPipePtr()->FetchEventID: the lowest id of `event` the kernel's TPipe has not
+    allocated, without reserving it. A core with no TPipe (LayerNormGrad called on a bare
+    AICore; the device needs one) takes the lowest id with no SetFlag waiting."""
+    if core.tpipe is not None:
+        return core.tpipe.FetchEventID(event)
     for event_id in range(core.product.event_ids):
         if not core.flags.get((event, event_id)):
             return event_id
