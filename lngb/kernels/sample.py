@@ -1,5 +1,4 @@
-"""The sample kernels that `lngb.emulate` (LayerNormGradBeta) and `lngb.emulate_layer_norm_grad`
-(LayerNormGrad) run on one core."""
+"""The one-core sample kernels of `lngb.emulate` and `lngb.emulate_layer_norm_grad`."""
 import numpy as np
 
 from ..tensor import GlobalTensor, current_core
