@@ -101,7 +101,7 @@ def checked_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
 
 
 def _check_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
-    product = get_product(product)
+    product = get_product(product, "AICore")
     sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
     if sat_mode is None:
         sat_mode = product.saturation_default
