@@ -491,7 +491,7 @@ def main(argv=None):
                    help="run the multi-core operator on this many cores (layer-norm-grad-beta: "
                         "lngb.emulate_operator, any size; backward: default the product's, at "
                         "most one per row)")
-    p.add_argument("--names", default="lngb", choices=list(NAMES),
+    p.add_argument("--names", default=RUN_DEFAULTS["names"], choices=list(NAMES),
                    help="output file names: lngb's (output_pd_gamma.bin, ...; the default) or "
                         "the Ascend sample's (output_PdGamma.bin, output_PdBeta.bin)")
     p.add_argument("--shape", required=True, help="B,S,H")

@@ -293,6 +293,18 @@ def test_run_makes_no_out_dir_when_the_run_fails(tmp_path, capsys, api):
     assert not (tmp_path / "a").exists()
 
 
+def test_run_removes_the_out_dir_it_made_when_the_write_fails(tmp_path, capsys, monkeypatch):
+    import lngb.cli
+
+    def fail(outputs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(lngb.cli, "write_outputs", fail)
+    out = tmp_path / "a" / "out"
+    assert main(run_args("layer-norm-grad", bin_files(tmp_path), out)) == 2
+    assert "No space left" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+
+
 # --- 7. lngb debug --commands with bytes that are not UTF-8 ---------------------------------------
 
 def test_debug_commands_that_are_not_utf8_are_a_clear_error(tmp_path, capsys):
