@@ -343,6 +343,13 @@ def test_tpipe_hands_out_the_lowest_event_id_not_allocated():
         assert pipe.FetchEventID(HardEvent.MTE2_V) == 0   # fetched, not allocated
         assert [pipe.AllocEventID(HardEvent.MTE2_V) for _ in range(3)] == [0, 1, 3]
         assert pipe.FetchEventID(HardEvent.V_MTE2) == 0
+        pipe.ReleaseEventID(HardEvent.MTE2_V, 2)
+        pipe.ReleaseEventID(HardEvent.MTE2_V, 2)   # a free id's bit is clear already
+        assert [pipe.AllocEventID(HardEvent.MTE2_V) for _ in range(2)] == [2, 4]
+        pipe.ReleaseEventID(HardEvent.S_V, 3)     # an event nothing allocated yet
+        assert pipe.AllocEventID(HardEvent.S_V) == 0
+        with pytest.raises(InvalidArgumentError, match="ReleaseEventID: id"):
+            pipe.ReleaseEventID(HardEvent.MTE2_V, 8)
 
 
 def v_s_ids(records):

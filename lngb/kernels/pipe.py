@@ -90,9 +90,13 @@ class TPipe:
         return ids[0]
 
     def ReleaseEventID(self, event, event_id):
-        ids = self.free_ids[event]
-        ids.append(event_id)
-        ids.sort()
+        """`event_id` of `event` free again (CANN clears its bit: releasing a free id changes
+        nothing)."""
+        event_id = check_int("ReleaseEventID", "id", event_id, 0, self.core.product.event_ids - 1)
+        ids = self.free_ids.setdefault(event, list(range(self.core.product.event_ids)))
+        if event_id not in ids:
+            ids.append(event_id)
+            ids.sort()
 
     def Destroy(self):
         """Wait for every FreeTensor nothing has waited for and give the UB back (the TPipe
