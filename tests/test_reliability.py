@@ -117,9 +117,14 @@ def test_layer_norm_grad_outputs_overlapping_inputs_warn_and_raise_in_checked_mo
 
 
 def test_layer_norm_grad_in_place_on_its_inputs_is_no_hazard():
-    """outputPdX exactly on inputX (element for element) is read before it is written."""
-    core, _, call = lng_with_pd_x_at(0, "checked")
-    assert not [w for w in caught(call) if issubclass(w.category, LngbWarning)]
+    """outputPdX exactly on inputX (element for element: each is read before it is written)
+    gives the bits of an outputPdX apart (64 floats on: past the 64 of inputX it reads)."""
+    bits = []
+    for shift in (0, 64):
+        core, pd_x, call = lng_with_pd_x_at(shift, "checked")
+        assert not [w for w in caught(call) if issubclass(w.category, LngbWarning)]
+        bits.append(pd_x.read()[:64].view(np.uint32).copy())
+    assert np.array_equal(bits[0], bits[1])
 
 
 def test_both_apis_share_one_aliasing_check():
