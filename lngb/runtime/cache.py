@@ -215,8 +215,8 @@ def cache_info():
 SETUP_BYTES = 2048   # what a cached configuration (a tiling, keys, a core's config) counts
 # The process's bytes (RSS) per byte tracemalloc sees for entries made of many small objects and
 # arrays (programs, plans): the heap's own overhead and the holes evicted entries leave. Measured
-# with a full 64 MiB cache of distinct shapes (glibc, a fixed mmap threshold: 1.44-1.49x with the
-# traced bytes counted, 1.14-1.23x before the first eviction).
+# with a full 64 MiB cache of distinct shapes (bench/cache_rss.py; glibc, a fixed mmap threshold:
+# 1.27-1.50x with the traced bytes counted, 0.91-1.23x with them times this).
 HEAP_OVERHEAD = 1.25
 
 
