@@ -130,13 +130,12 @@ RUN_DEFAULTS = {"epsilon": 1e-5, "reuse_source": False, "reuse_buffer": "input_d
 
 def _refuse_ignored(args):
     """An option the API would ignore is an error naming it, before any work."""
-    given = ["--" + name.replace("_", "-") for name in IGNORED[args.api]
-             if getattr(args, name) != RUN_DEFAULTS.get(name)]
+    given = [f"--{name.replace('_', '-')} (read by --api "
+             f"{' and '.join(api for api in APIS if name not in IGNORED[api])})"
+             for name in IGNORED[args.api] if getattr(args, name) != RUN_DEFAULTS.get(name)]
     if given:
-        raise InvalidArgumentError(
-            f"--api {args.api} does not use {', '.join(given)}; leave "
-            f"{'it' if len(given) == 1 else 'them'} out (`lngb run --help` says which --api "
-            "reads which option)")
+        raise InvalidArgumentError(f"--api {args.api} does not use {', '.join(given)}; leave "
+                                   f"{'it' if len(given) == 1 else 'them'} out")
 
 
 def _goldens(args, h, dtype):

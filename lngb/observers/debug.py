@@ -245,8 +245,8 @@ class Debugger:
                 raise InvalidArgumentError(
                     f"watch: {start!r} is a tensor of another core "
                     f"({cores.get(start.core, repr(start.core))}), not of "
-                    f"{cores.get(self.core, repr(self.core))}, which this debugger steps; "
-                    "watch it on its own core (focus that core first)")
+                    f"{cores.get(self.core, repr(self.core))}, which this debugger steps"
+                    + ("; focus its core to watch it" if cores else ""))
             start, end = start.address, start.address + start.nbytes
         for value in (start, end):
             if not is_int(value):
