@@ -150,7 +150,8 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
     if mode_error is not None:
         raise mode_error
     mode = resolved
-    core = AICore(product, "observed" if trace and mode == "fast" else mode, sat_mode=sat_mode)
+    core = AICore(get_product(product, api), "observed" if trace and mode == "fast" else mode,
+                  sat_mode=sat_mode)
     dtype, shape = input_dy.dtype, input_dy.shape
     key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
     plan = PLANS.get(key)
@@ -266,7 +267,7 @@ def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_m
     check_backward_inputs(api, arrays)
     dtype, (b, s, h) = arrays[0].dtype, arrays[0].shape
     eps = epsilon_value(epsilon, dtype, api)
-    product = get_product(product)
+    product = get_product(product, api)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows)):
         if value is not None:
             check_int(api, name, value)

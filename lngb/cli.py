@@ -4,6 +4,7 @@ emulated Ascend AI Core, bit for bit.
 `lngb SUBCOMMAND --help` lists each one's options."""
 import argparse
 import importlib.metadata
+import io
 import json
 import pathlib
 import re
@@ -118,9 +119,65 @@ def _demo_layer_norm_grad(args):
     return 0 if ok else 1
 
 
+# the options of `lngb run` that an API does not read (their defaults: RUN_DEFAULTS, else None)
+IGNORED = {"layer-norm-grad-beta": ("x", "variance", "mean", "gamma", "epsilon"),
+           "layer-norm-grad": ("res_for_gamma", "golden_gamma", "golden_beta", "reuse_buffer",
+                               "names"),
+           "backward": ("res_for_gamma", "stack_buffer_size", "reuse_source", "reuse_buffer")}
+RUN_DEFAULTS = {"epsilon": 1e-5, "reuse_source": False, "reuse_buffer": "input_dy",
+                "names": "lngb"}
+
+
+def _refuse_ignored(args):
+    """An option the API would ignore is an error naming it, before any work."""
+    given = [f"--{name.replace('_', '-')} (read by --api "
+             f"{' and '.join(api for api in APIS if name not in IGNORED[api])})"
+             for name in IGNORED[args.api] if getattr(args, name) != RUN_DEFAULTS.get(name)]
+    if given:
+        raise InvalidArgumentError(f"--api {args.api} does not use {', '.join(given)}; leave "
+                                   f"{'it' if len(given) == 1 else 'them'} out")
+
+
+def _goldens(args, h, dtype):
+    """{output: golden array} from --golden-gamma / --golden-beta, read before any work."""
+    return {name: read_bin(f"golden {name}", path, (h,), dtype)
+            for name, path in (("pdGamma", args.golden_gamma), ("pdBeta", args.golden_beta))
+            if path}
+
+
+def _compare(goldens, outputs):
+    """Print each output against its golden; 0 if all are bit-identical, else 1."""
+    status = 0
+    for name, got in outputs:
+        if name in goldens:
+            line, same = golden_report(got, goldens[name])
+            print(f"{name} vs golden: {line}")
+            status |= 0 if same else 1
+    return status
+
+
+def _write_run_outputs(args, outputs):
+    """--out-dir, made only now that the outputs exist, and the outputs written all or nothing
+    (a failed write removes the directories it made); their paths."""
+    out = pathlib.Path(args.out_dir)
+    made = [d for d in (out, *out.parents) if not d.exists()]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / NAMES[args.names][what] for what, _ in outputs]
+    try:   # a failed write is an OSError (exit 2), never "wrote"
+        write_outputs([(what, path, array) for (what, array), path in zip(outputs, paths)])
+    except BaseException:
+        for directory in made:   # innermost first
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        raise
+    return paths
+
+
 def _run_layer_norm_grad(args, shape, dtype):
     """--api layer-norm-grad / backward: the five inputs, pdX (and resForGamma, or pdGamma and
-    pdBeta) written all or nothing."""
+    pdBeta) written all or nothing; backward's pdGamma / pdBeta checked against golden files."""
     b, s, h = shape
     shapes = {"dy": shape, "x": shape, "variance": (b, s), "mean": (b, s), "gamma": (h,)}
     missing = [f"--{name.replace('_', '-')}" for name in shapes if getattr(args, name) is None]
@@ -130,8 +187,7 @@ def _run_layer_norm_grad(args, shape, dtype):
         raise InvalidArgumentError("--block-dim runs a multi-core operator: --api "
                                    "layer-norm-grad-beta or backward, not layer-norm-grad")
     data = [read_bin(name, getattr(args, name), shapes[name], dtype) for name in shapes]
-    out = pathlib.Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    goldens = _goldens(args, h, dtype)
     if args.api == "layer-norm-grad":
         result = emulate_layer_norm_grad(*data, epsilon=args.epsilon, product=args.product,
                                          stack_buffer_size=args.stack_buffer_size,
@@ -142,11 +198,10 @@ def _run_layer_norm_grad(args, shape, dtype):
                                              block_dim=args.block_dim)
         outputs = [("pdX", result.pd_x), ("pdGamma", result.pd_gamma),
                    ("pdBeta", result.pd_beta)]
-    paths = [out / NAMES[args.names][what] for what, _ in outputs]
-    write_outputs([(what, path, array) for (what, array), path in zip(outputs, paths)])
+    paths = _write_run_outputs(args, outputs)
     print(f"{args.api} on {args.product}: [{b}, {s}, {h}] {np.dtype(dtype).name}")
     print(f"wrote {', '.join(map(str, paths))}")
-    return 0
+    return _compare(goldens, outputs)
 
 
 def run(args):
@@ -157,34 +212,22 @@ def run(args):
         shape = ()
     if len(shape) != 3 or min(shape) <= 0:
         raise LngbError(f"--shape takes B,S,H (e.g. 4,8,512), got {args.shape!r}")
+    _refuse_ignored(args)
     if args.api != "layer-norm-grad-beta":
         return _run_layer_norm_grad(args, shape, dtype)
     if args.res_for_gamma is None:
         raise InvalidArgumentError("--api layer-norm-grad-beta needs --res-for-gamma")
     dy = read_bin("inputDy", args.dy, shape, dtype)
     rfg = read_bin("resForGamma", args.res_for_gamma, shape, dtype)
-    goldens = {name: read_bin(f"golden {name}", path, (shape[2],), dtype)
-               for name, path in (("pdGamma", args.golden_gamma), ("pdBeta", args.golden_beta))
-               if path}
+    goldens = _goldens(args, shape[2], dtype)
     result = _layer_norm_grad_beta(args, dy, rfg)
-    out = pathlib.Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {what: out / NAMES[args.names][what] for what in ("pdGamma", "pdBeta")}
-    # both or neither: a failed write is an OSError (exit 2), never "wrote"
-    write_outputs([("pdGamma", paths["pdGamma"], result.pd_gamma),
-                   ("pdBeta", paths["pdBeta"], result.pd_beta)])
+    outputs = [("pdGamma", result.pd_gamma), ("pdBeta", result.pd_beta)]
+    paths = _write_run_outputs(args, outputs)
     print(f"LayerNormGradBeta on {args.product}: [{shape[0]}, {shape[1]}, {shape[2]}] "
           f"{np.dtype(dtype).name}")
     print(_tiling_line(result.tiling))
-    print(f"wrote {paths['pdGamma']} and {paths['pdBeta']} "
-          f"({shape[2]} x {np.dtype(dtype).name} each)")
-    status = 0
-    for name, got in (("pdGamma", result.pd_gamma), ("pdBeta", result.pd_beta)):
-        if name in goldens:
-            line, same = golden_report(got, goldens[name])
-            print(f"{name} vs golden: {line}")
-            status |= 0 if same else 1
-    return status
+    print(f"wrote {paths[0]} and {paths[1]} ({shape[2]} x {np.dtype(dtype).name} each)")
+    return _compare(goldens, outputs)
 
 
 def _layer_norm_grad_beta(args, dy, rfg, trace=False):
@@ -339,8 +382,7 @@ def debug_command(args):
     else:
         debugger = _operator_debugger(args, Debugger)
     if args.commands:
-        with open(args.commands) as commands:
-            DebugShell(debugger, stdin=commands).cmdloop()
+        DebugShell(debugger, stdin=io.StringIO(_commands_text(args.commands))).cmdloop()
     else:
         DebugShell(debugger).cmdloop()
     return 0
@@ -427,6 +469,18 @@ def _operator_debugger(args, Debugger):
     return debugger
 
 
+def _commands_text(path):
+    """The debugger commands in `path`, which must be UTF-8 text."""
+    with open(path, "rb") as file:
+        data = file.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidArgumentError(f"--commands {path}: not UTF-8 text (byte {err.start} is "
+                                   f"{data[err.start]:#04x}); write the commands as UTF-8, one a "
+                                   "line") from None
+
+
 def _size_text(nbytes):
     """1536 -> '1.5 KiB'."""
     for unit in ("bytes", "KiB", "MiB", "GiB"):
@@ -497,12 +551,13 @@ def main(argv=None):
     p.add_argument("--res-for-gamma", help="resForGamma .bin file (layer-norm-grad-beta)")
     for name in ("x", "variance", "mean", "gamma"):
         p.add_argument(f"--{name}", help=f"input {name} .bin file (layer-norm-grad, backward)")
-    p.add_argument("--epsilon", type=float, default=1e-5, help="default 1e-5")
+    p.add_argument("--epsilon", type=float, default=RUN_DEFAULTS["epsilon"],
+                   help="default 1e-5 (layer-norm-grad, backward)")
     p.add_argument("--block-dim", type=int,
                    help="run the multi-core operator on this many cores (layer-norm-grad-beta: "
                         "lngb.emulate_operator, any size; backward: default the product's, at "
                         "most one per row)")
-    p.add_argument("--names", default="lngb", choices=list(NAMES),
+    p.add_argument("--names", default=RUN_DEFAULTS["names"], choices=list(NAMES),
                    help="output file names: lngb's (output_pd_gamma.bin, ...; the default) or "
                         "the Ascend sample's (output_PdGamma.bin, output_PdBeta.bin)")
     p.add_argument("--shape", required=True, help="B,S,H")
@@ -510,8 +565,10 @@ def main(argv=None):
                    help="element type of the .bin files (default float32)")
     p.add_argument("--out-dir", default="output",
                    help="where the outputs go (default ./output)")
-    p.add_argument("--golden-gamma", help="optional golden pdGamma .bin to compare with")
-    p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with")
+    p.add_argument("--golden-gamma", help="optional golden pdGamma .bin to compare with "
+                                          "(layer-norm-grad-beta, backward)")
+    p.add_argument("--golden-beta", help="optional golden pdBeta .bin to compare with "
+                                         "(layer-norm-grad-beta, backward)")
     _common_options(p)
     p.set_defaults(func=run)
     p = sub.add_parser("sweep", help="tiling vs modelled device time: temp-buffer sizes on one "

@@ -101,7 +101,7 @@ def checked_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
 
 
 def _check_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
-    product = get_product(product)
+    product = get_product(product, "AICore")
     sat_mode = check_flag("AICore", "sat_mode", sat_mode, optional=True)
     if sat_mode is None:
         sat_mode = product.saturation_default
@@ -167,6 +167,8 @@ class AICore:
         self.last_program = None   # the program the last replay executed
         self.running_kernel = False  # simulate_kernel's kernel runs on it (host_access warns)
         self.unbound_gm = None       # the retiring DataCopy's GM buffer, if bound to no slot
+        self.warned = set()        # messages warned once (warn(once=True)) by live runs
+        self.tpipe = None          # the TPipe made last on this core (CANN's GetTPipePtr())
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
         self._observers = []
@@ -415,12 +417,15 @@ class AICore:
             self.gms = before
 
     # --- what is not an instruction ---------------------------------------------------------
-    def warn(self, message):
-        """A kernel's LngbWarning: kept with a recording (and raised again on every replay),
-        raised in the calling thread otherwise."""
+    def warn(self, message, once=False):
+        """A kernel's LngbWarning: kept with a recording (once, and raised again on every
+        replay), raised in the calling thread otherwise (`once`: the first time only on this
+        core)."""
         if self.recorder is not None:
             self.recorder.warn(message)
-        else:
+        elif not once or message not in self.warned:
+            if once:
+                self.warned.add(message)
             warn(message)
 
     def get_value(self, tensor, index):

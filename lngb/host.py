@@ -215,7 +215,8 @@ def _emulate_setup(shape, dtype, product, mode, sat_mode, is_reuse_source, reuse
         is_reuse_source = check_flag("emulate", "is_reuse_source", is_reuse_source)
         reuse_buffer = check_choice("emulate", "reuse_buffer", reuse_buffer, REUSE_BUFFERS)
         stack_buffer_size = check_stack_buffer_size("emulate", stack_buffer_size)
-        core = AICore(product, mode, sat_mode=sat_mode)   # fresh: every fresh core's state
+        core = AICore(get_product(product, "emulate"), mode,
+                      sat_mode=sat_mode)   # fresh: every fresh core's state
         tmp_bytes = choose_stack_buffer_size(shape, dtype, core.product, stack_buffer_size)
         tiling = GetLayerNormGradBetaNDTilingInfo(shape, tmp_bytes, dtype.itemsize,
                                                   is_reuse_source)

@@ -42,31 +42,34 @@ PRODUCTS = {
     "atlas-350": Product("atlas-350", 3510, 256 * KIB, 8 * KIB, False, False, "regbase", 1800, 72),
 }
 
-# LayerNormGradBeta's support table (DOC): these products exist but the API is not offered there.
+# LayerNormGradBeta's and LayerNormGrad's support table (DOC; spec layernorm_grad.md §1.7): these
+# products exist but the APIs are not offered there.
 UNSUPPORTED = {
     "atlas-200i-500-a2": "Atlas 200I/500 A2 inference products",
     "atlas-inference-vector-core": "Atlas inference series Vector Core",
     "atlas-training": "Atlas training series (910)",
 }
 
-SUPPORT_TABLE = ("LayerNormGradBeta supports: Ascend 950PR/950DT (atlas-350), Atlas A3 (atlas-a3), "
+SUPPORT_TABLE = ("LayerNormGradBeta and LayerNormGrad support: Ascend 950PR/950DT (atlas-350), "
+                 "Atlas A3 (atlas-a3), "
                  "Atlas A2 (atlas-a2), Atlas inference series AI Core (atlas-inference); "
                  "not supported: Atlas 200I/500 A2, Atlas inference series Vector Core, "
                  "Atlas training series")
 
 
-def get_product(name):
-    """The Product named `name` (or `name` itself, a Product)."""
+def get_product(name, api=None):
+    """The Product named `name` (or `name` itself, a Product); errors name `api`, the function
+    the user called, if given."""
     if isinstance(name, Product):
         return name
+    where = f"{api}: " if api else ""
     if not isinstance(name, str):
-        raise InvalidArgumentError(f"product must be a product name ({', '.join(PRODUCTS)}), "
-                                   f"got {name!r}")
+        raise InvalidArgumentError(f"{where}product must be a product name "
+                                   f"({', '.join(PRODUCTS)}), got {name!r}")
     if name in PRODUCTS:
         return PRODUCTS[name]
     if name in UNSUPPORTED:
         raise UnsupportedProductError(
-            f"product {name!r} ({UNSUPPORTED[name]}) is not supported by LayerNormGradBeta. "
-            f"{SUPPORT_TABLE}.")
+            f"{where}product {name!r} ({UNSUPPORTED[name]}) is not supported. {SUPPORT_TABLE}.")
     raise UnsupportedProductError(
-        f"unknown product {name!r}; valid names: {', '.join(PRODUCTS)}")
+        f"{where}unknown product {name!r}; valid names: {', '.join(PRODUCTS)}")

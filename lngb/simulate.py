@@ -347,9 +347,8 @@ def _replay_cores(run):
         recorded = _record_cores(run, key)
         if recorded is None:
             return None
-    for program in recorded.programs:
-        for message in program.warnings:
-            warn(message)
+    for message in dict.fromkeys(m for p in recorded.programs for m in p.warnings):
+        warn(message)   # once per call, as one core's replay raises them
     ubs = [first.ub] + [_fresh_ub(first.ub.size, touched) for touched in recorded.touched[1:]]
     padded = pad_gms(run.gms)
     for phase in range(len(recorded.phases[0])):

@@ -12,7 +12,7 @@ import csv
 import dataclasses
 import io
 import timeit
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
 import numpy as np
@@ -431,9 +431,12 @@ def best_line(rows):
     return "\n".join(out)
 
 
-def write_csv(rows, path):
+def write_csv(rows, path, row_type=SweepRow):
+    """One CSV line per row, under a header of the rows' fields (`row_type`'s when there are
+    none: an empty sweep is a header alone)."""
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=list(asdict(rows[0])))
+    writer = csv.DictWriter(text, fieldnames=[f.name for f in fields(
+        type(rows[0]) if rows else row_type)])
     writer.writeheader()
     for row in rows:
         record = asdict(row)
@@ -471,7 +474,7 @@ def figure(rows):
     the temp-buffer size (one-UB sweeps) or block_dim (operator sweeps, the best tile of each);
     one colour per product and dtype, the best point starred, flat series explained."""
     plt = pyplot()
-    operator = isinstance(rows[0], OperatorSweepRow)
+    operator = bool(rows) and isinstance(rows[0], OperatorSweepRow)
     fig, (device_ax, emulator_ax) = plt.subplots(2, 1, sharex=True, figsize=(9, 7))
     colours = {pd: f"C{k % 10}" for k, pd in
                enumerate(sorted({(r.product, r.dtype) for r in rows}))}
@@ -521,8 +524,8 @@ def figure(rows):
             ax.set_ylim(*fitted_range(ys))
             ax.legend(fontsize=7)
         else:
-            ax.text(0.5, 0.5, "not measured (measure=0)", transform=ax.transAxes,
-                    ha="center", va="center")
+            ax.text(0.5, 0.5, "not measured (measure=0)" if rows else "the sweep is empty",
+                    transform=ax.transAxes, ha="center", va="center")
     if notes:
         fig.text(0.01, 0.005, "; ".join(notes), fontsize=7, va="bottom")
     fig.tight_layout(rect=(0, 0.03 if notes else 0, 1, 1))

@@ -306,7 +306,8 @@ def test_half_ignores_reuse_with_a_warning():
 
 def test_reuse_with_pd_x_on_dy_is_a_hazard():
     setup = Setup((1, 8, 16), F32, reuse=True, mode="checked")
-    with pytest.raises(lngb.HazardError, match="outputPdX shares UB bytes"):
+    with pytest.raises(lngb.HazardError, match=r"outputPdX \(UB bytes \[\d+, \d+\)\) shares bytes "
+                                               r"\[\d+, \d+\) with inputDy .*is_reuse_source"):
         LayerNormGrad(setup.dy, setup.rfg, setup.dy, setup.x, setup.var, setup.mean, setup.gamma,
                       setup.tmp, 1e-5, setup.tiling, is_reuse_source=True)
 

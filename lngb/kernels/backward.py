@@ -215,7 +215,7 @@ def backward_tiling(shape, dtype, product, block_dim=None, tile_rows=None, epsil
 def _backward_tiling(shape, dtype, product, block_dim, tile_rows, epsilon):
     b, s, h = shape
     rows, itemsize = b * s, dtype.itemsize
-    block_dim = check_block_dim(block_dim, rows, product)
+    block_dim = check_block_dim(block_dim, rows, product, API)
     core_rows = split_rows(rows, block_dim)
     most = max(n for _, n in core_rows)
 

@@ -21,6 +21,7 @@ from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParam
                           HardEvent, MaskMode, Mul, Muls, PipeBarrier, RoundMode, SetFlag,
                           SetMaskCount, SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
                           WaitFlag, WholeReduceSum)
+from .aliasing import Read, check_shared_bytes
 from .tiling import (LNG_BLOCKS, LayerNormGradTiling, layer_norm_grad_blocks,
                      layer_norm_grad_largest_chunk, layer_norm_grad_tmp_bytes)
 
@@ -176,11 +177,11 @@ def _check(core, tensors, tiling, reuse):
             f"tiling.stackBufferSize is {tiling.stackBufferSize} (both in bytes)")
     _check_tiling(core, tiling, dtype)
     _check_extents(tiling, data)
-    _check_footprint_fits(core, tmp, tiling, dtype, reuse, core.product.kernel_path == "regbase")
-    if core.product.kernel_path == "common":
+    regbase = core.product.kernel_path == "regbase"
+    _check_footprint_fits(core, tmp, tiling, dtype, reuse, regbase)
+    if not regbase:
         _check_chunks(core, tiling, tmp, dtype, reuse)
-        if reuse and dtype == F32:
-            _check_reuse_aliasing(core, pdx, dy, x, tiling)
+    _check_aliasing(core, tensors, tiling, reuse, regbase)
 
 
 def _check_tiling(core, t, dtype):
@@ -262,19 +263,24 @@ def _check_chunks(core, t, tmp, dtype, reuse):
         _fetch_event_id(core, HardEvent.V_S)   # the scalar broadcast needs a free V_S event id
 
 
-def _check_reuse_aliasing(core, pdx, dy, x, t):
-    """With isReuseSource the float kernel keeps x1 in inputDy and x2 in inputX while it uses
-    outputPdX as scratch: outputPdX must share no byte with either (spec §4.6, derived)."""
-    nbytes = t.bLength * t.sLength * t.hLength * 4
-    for name, other in (("inputDy", dy), ("inputX", x)):
-        start, end = max(pdx.address, other.address), min(pdx.address, other.address) + nbytes
-        if start < end:
-            message = (f"{API}: with is_reuse_source, outputPdX shares UB bytes [{start}, {end}) "
-                       f"with {name}, which the kernel keeps x1/x2 in while it uses outputPdX as "
-                       "scratch: the results are wrong, as they would be on the device")
-            if core.mode == "checked":
-                raise HazardError(message)
-            core.warn(message)
+def _check_aliasing(core, tensors, t, reuse, regbase):
+    """Outputs that share bytes with each other or with what the kernel reads after writing them
+    (aliasing.check_shared_bytes): both kernels read gamma, the temp buffer, and variance and
+    mean (each chunk or row again) after their first write of an output, and dy and x only
+    before they write the same elements, unless isReuseSource (float): x1 and x2 then
+    live in inputDy and inputX (spec §4.6; on the 950 in their first row) while the outputs are
+    written."""
+    pdx, rfg, dy, x, var, mean, gamma, tmp = tensors
+    size, rows = dy.dtype.itemsize, t.bLength * t.sLength
+    data = rows * t.hLength * size
+    scratch = reuse and dy.dtype == F32
+    why = ("the kernel keeps x1 / x2 in with is_reuse_source while it writes the outputs"
+           if scratch else None)
+    reads = [Read("inputDy", dy, data, not scratch, why), Read("inputX", x, data, not scratch, why),
+             Read("inputVariance", var, rows * size), Read("inputMean", mean, rows * size),
+             Read("inputGamma", gamma, t.hLength * size),
+             Read("sharedTmpBuffer", tmp, _temp_touched(t, dy.dtype, reuse, regbase))]
+    check_shared_bytes(core, API, [("outputPdX", pdx, data), ("resForGamma", rfg, data)], reads)
 
 
 def regbase_tmp_bytes(tiling, dtype_size, reuse):
@@ -556,9 +562,11 @@ def _duplicate_last_dim(c, dst, src, rows):
 
 
 def _fetch_event_id(core, event):
-    """TPipe::FetchEventID: the lowest id of `event` not in use, without reserving it. Without
-    the TPipe's allocation pool, "in use" means a SetFlag not yet waited for (UNCONFIRMED: on the
-    device it depends on the TPipe's other allocations; typically 0)."""
+    """GetTPipePtr()->FetchEventID: the lowest id of `event` the kernel's TPipe has not
+    allocated, without reserving it. A core with no TPipe (LayerNormGrad called on a bare
+    AICore; the device needs one) takes the lowest id with no SetFlag waiting."""
+    if core.tpipe is not None:
+        return core.tpipe.FetchEventID(event)
     for event_id in range(core.product.event_ids):
         if not core.flags.get((event, event_id)):
             return event_id

@@ -8,14 +8,14 @@ All checks happen before the first instruction, so a rejected call changes no by
 import numpy as np
 
 from ..arguments import check_choice
-from ..errors import (AlignmentError, HazardError, InvalidArgumentError, LngbError,
-                      check_flag)
+from ..errors import AlignmentError, InvalidArgumentError, LngbError, check_flag
 from ..tensor import LocalTensor
 from ..vector_ops import (MASK_PLACEHOLDER, PIPE_V, Add, Adds, BinaryRepeatParams, Cast, DataCopy,
                           Duplicate, MaskMode, Mul, PipeBarrier, ResetMask, RoundMode,
                           SetMaskCount, SetMaskNorm, SetVectorMask, UnaryRepeatParams)
 from ..runtime.recording import runs_live
 from ..vector_ops.events import issue_event
+from .aliasing import Read, check_shared_bytes
 from .tiling import GetLayerNormGradBetaNDTilingInfo, LayerNormGradBetaTiling
 
 API = "LayerNormGradBeta"
@@ -145,39 +145,22 @@ def _check(core, tensors, tiling, reuse):
 
 
 def _check_aliasing(core, tensors, tiling):
-    """An output that shares bytes with the other output, or with a buffer the kernel reads
-    after its first write of that output, makes the results wrong; the device gives the same
-    wrong bits, so they are kept: a LngbWarning says so (HazardError in checked mode). The
-    kernel reads inputDy and its temp buffer after the first write of each output; it reads
-    resForGamma after one only when it has more than one chunk (common path) or column block
-    (the 950)."""
+    """Outputs that share bytes with the other output, or with a buffer the kernel reads after
+    its first write of that output (aliasing.check_shared_bytes). The kernel reads inputDy and
+    its temp buffer after the first write of each output; it reads resForGamma after one only
+    when it has more than one chunk (common path) or column block (the 950)."""
     (_, out_g), (_, out_b), (_, rfg), (_, dy), (_, tmp) = tensors
     t, size = tiling, dy.dtype.itemsize
     regbase = core.product.kernel_path == "regbase"
     several = (t.hLength > 64 if regbase
                else t.loopRound + (t.inputTailSize > 0) > 1)
-    read_later = [("inputDy", dy, t.bshLength * size)]
+    reads = [Read("inputDy", dy, t.bshLength * size)]
     if several:
-        read_later.append(("resForGamma", rfg, t.bshLength * size))
+        reads.append(Read("resForGamma", rfg, t.bshLength * size))
     if not regbase:
-        read_later.append(("sharedTmpBuffer", tmp, 4 * t.stackBufferSize))
-    outputs = (("outputPdGamma", out_g), ("outputPdBeta", out_b))
-    for k, (name, out) in enumerate(outputs):
-        others = read_later + [(n, o, t.hLength * size) for n, o in outputs[k + 1:]]
-        for other_name, other, nbytes in others:
-            start = max(out.address, other.address)
-            end = min(out.address + t.hLength * size, other.address + nbytes)
-            if start < end:
-                message = (f"{API}: {name} (UB bytes [{out.address}, "
-                           f"{out.address + t.hLength * size})) shares bytes [{start}, {end}) "
-                           f"with {other_name} (UB bytes [{other.address}, "
-                           f"{other.address + nbytes})), which the kernel "
-                           + ("writes too" if other_name.startswith("output") else
-                              f"reads after its first write of {name}")
-                           + ": the results are wrong, as they would be on the device")
-                if core.mode == "checked":
-                    raise HazardError(message)
-                core.warn(message)
+        reads.append(Read("sharedTmpBuffer", tmp, 4 * t.stackBufferSize))
+    check_shared_bytes(core, API, [("outputPdGamma", out_g, t.hLength * size),
+                                   ("outputPdBeta", out_b, t.hLength * size)], reads)
 
 
 def _warn_if_not_cann_tiling(core, tiling, dtype):

@@ -70,7 +70,7 @@ def operator_tiling(shape, dtype, product, block_dim=None, tile_rows=None, tile_
     """The OperatorTiling of `emulate_operator` for [B, S, H] inputs of `dtype` on `product`.
     `tile_rows` / `tile_cols` (a multiple of 128, or H) override the choice of tile."""
     shape = check_shape(API, "the shape", shape, 3)
-    dtype, product = check_dtype(API, "dtype", dtype, FLOAT_DTYPES), get_product(product)
+    dtype, product = check_dtype(API, "dtype", dtype, FLOAT_DTYPES), get_product(product, API)
     check_h(API, shape[2], dtype)
     for name, value in (("block_dim", block_dim), ("tile_rows", tile_rows),
                         ("tile_cols", tile_cols)):
@@ -162,18 +162,19 @@ def _operator_tiling(shape, dtype, product, block_dim, tile_rows, tile_cols):
                           tile_rows, cols, acc_cols, tmp_bytes, tuple(reduce_cols), chunk)
 
 
-def check_block_dim(block_dim, rows, product):
-    """block_dim as an int: by default one core per row, up to the product's vector cores."""
+def check_block_dim(block_dim, rows, product, api=API):
+    """block_dim as an int: by default one core per row, up to the product's vector cores;
+    errors name `api`, the function the user called."""
     if block_dim is None:
         return min(product.vector_cores, rows)
     block_dim = int(block_dim)
     if not 1 <= block_dim <= product.vector_cores:
         raise InvalidArgumentError(
-            f"{API}: block_dim {block_dim} outside 1 ~ {product.vector_cores}, the "
+            f"{api}: block_dim {block_dim} outside 1 ~ {product.vector_cores}, the "
             f"vector cores of {product.name} (more logical cores than physical ones hang a "
             "kernel that uses SyncAll)")
     if block_dim > rows:
-        raise InvalidArgumentError(f"{API}: block_dim {block_dim} is more than the "
+        raise InvalidArgumentError(f"{api}: block_dim {block_dim} is more than the "
                                    f"{rows} rows (B*S); every core needs at least one row")
     return block_dim
 

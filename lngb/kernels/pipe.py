@@ -4,8 +4,10 @@
 moves tensors between pipes and emits the events of spec vector_unit.md §7.4: EnQue = SetFlag
 (producer -> consumer), DeQue = WaitFlag of it, FreeTensor = SetFlag (consumer -> producer),
 AllocTensor = WaitFlag of the buffer's last FreeTensor. Event ids come from the pipe's pool of
-`product.event_ids` ids per event, lowest free first. `TPipe.Destroy` waits for the frees nothing
-waited for, as the TPipe destructor does.
+`product.event_ids` ids per event, the lowest not allocated first, as CANN's TPipe hands them
+out (AllocEventID / FetchEventID: sff0 of the pool's occupancy bits). A TPipe is its core's pipe
+(`core.tpipe`, CANN's GetTPipePtr()) from its construction to its Destroy. `TPipe.Destroy`
+waits for the frees nothing waited for, as the TPipe destructor does.
 """
 import numpy as np
 
@@ -31,7 +33,8 @@ class TPipe:
         self.buffers_per_position = {}
         self.queues = []
         self.owned = []     # every TQue and TBuf given buffers
-        self.free_ids = {}  # HardEvent -> ids not in use
+        self.free_ids = {}  # HardEvent -> ids not in use, lowest first
+        self.core.tpipe = self   # the core's pipe, as the constructor sets GetTPipePtr()'s
 
     def InitBuffer(self, que_or_buf, *args):
         """InitBuffer(que, num, len) carves `num` buffers of `len` bytes (rounded up to 32) for a
@@ -72,16 +75,28 @@ class TPipe:
         obj.reset()
 
     def AllocEventID(self, event):
+        """The lowest id of `event` not allocated (CANN: sff0 of the pool's bits), now
+        allocated."""
+        event_id = self.FetchEventID(event, "AllocEventID")
+        self.free_ids[event].pop(0)
+        return event_id
+
+    def FetchEventID(self, event, api="FetchEventID"):
+        """The lowest id of `event` not allocated, left free (CANN's FetchEventID)."""
         ids = self.free_ids.setdefault(event, list(range(self.core.product.event_ids)))
         if not ids:
-            raise CapacityError(f"AllocEventID: all {self.core.product.event_ids} ids of "
+            raise CapacityError(f"{api}: all {self.core.product.event_ids} ids of "
                                 f"{event.name} are in use (too many buffers in flight)")
-        return ids.pop(0)
+        return ids[0]
 
     def ReleaseEventID(self, event, event_id):
-        ids = self.free_ids[event]
-        ids.append(event_id)
-        ids.sort()
+        """`event_id` of `event` free again (CANN clears its bit: releasing a free id changes
+        nothing)."""
+        event_id = check_int("ReleaseEventID", "id", event_id, 0, self.core.product.event_ids - 1)
+        ids = self.free_ids.setdefault(event, list(range(self.core.product.event_ids)))
+        if event_id not in ids:
+            ids.append(event_id)
+            ids.sort()
 
     def Destroy(self):
         """Wait for every FreeTensor nothing has waited for and give the UB back (the TPipe
@@ -96,6 +111,8 @@ class TPipe:
         for obj in self.owned:  # the buffers go back to the UB: later use is an error
             obj.pipe, obj.buffers = None, []
         self.core.allocated = self.base
+        if self.core.tpipe is self:
+            self.core.tpipe = None
 
     # --- state, so a recorded step can be recognised and replayed (multicore planner) ---------
     def state(self):

@@ -1,11 +1,11 @@
-"""The sample kernels that `lngb.emulate` (LayerNormGradBeta) and `lngb.emulate_layer_norm_grad`
-(LayerNormGrad) run on one core."""
+"""The one-core sample kernels of `lngb.emulate` and `lngb.emulate_layer_norm_grad`."""
 import numpy as np
 
 from ..tensor import GlobalTensor, current_core
 from ..vector_ops import DataCopy, HardEvent, SetFlag, WaitFlag
 from .layer_norm_grad import LayerNormGrad
 from .layer_norm_grad_beta import LayerNormGradBeta
+from .pipe import TPipe
 
 
 class SampleKernel:
@@ -57,8 +57,10 @@ def padded(nbytes):
 class LayerNormGradSampleKernel:
     """The kernel around LayerNormGrad that `lngb.emulate_layer_norm_grad` runs on one core:
     DataCopy GM -> UB of dy, x, variance, mean and gamma, LayerNormGrad, DataCopy UB -> GM of
-    pdX and resForGamma, with the events between. The data tensors are allocated first and the
-    temp buffer last, so a kernel overrun of it (spec layernorm_grad.md §3.5) lands in free UB.
+    pdX and resForGamma, with the events between, on a TPipe of its own (LayerNormGrad fetches
+    the event id of its scalar broadcast from it, as on the device). The data tensors are
+    allocated first and the temp buffer last, so a kernel overrun of it (spec layernorm_grad.md
+    §3.5) lands in free UB.
     GM slots: dy, x, (variance | mean | gamma) and (pdX | resForGamma), each part padded to 32
     bytes."""
 
@@ -83,6 +85,7 @@ class LayerNormGradSampleKernel:
         core, dtype, (b, s, h) = self.core, self.dtype, self.shape
         size, at = dtype.itemsize, self.layout(self.shape, dtype)
         gm_dy, gm_x, gm_params, gm_out = self.gms
+        pipe = TPipe(core)   # LayerNormGrad takes its event ids from the kernel's TPipe
         counts = {"inputDy": b * s * h, "inputX": b * s * h, "inputVariance": b * s,
                   "inputMean": b * s, "inputGamma": h}
         local = {}
@@ -103,13 +106,15 @@ class LayerNormGradSampleKernel:
         with core:
             for name, source in sources.items():
                 DataCopy(local[name], source, source.size)
-            SetFlag(HardEvent.MTE2_V, 0)
-            WaitFlag(HardEvent.MTE2_V, 0)
+            event = pipe.FetchEventID(HardEvent.MTE2_V)
+            SetFlag(HardEvent.MTE2_V, event)
+            WaitFlag(HardEvent.MTE2_V, event)
             LayerNormGrad(local["outputPdX"], local["resForGamma"], local["inputDy"],
                           local["inputX"], local["inputVariance"], local["inputMean"],
                           local["inputGamma"], tmp, self.epsilon, self.tiling,
                           is_reuse_source=self.reuse)
-            SetFlag(HardEvent.V_MTE3, 0)
-            WaitFlag(HardEvent.V_MTE3, 0)
+            event = pipe.FetchEventID(HardEvent.V_MTE3)
+            SetFlag(HardEvent.V_MTE3, event)
+            WaitFlag(HardEvent.V_MTE3, event)
             for name in ("outputPdX", "resForGamma"):
                 DataCopy(gm(gm_out, at[name], b * s * h), local[name], b * s * h)

@@ -313,7 +313,7 @@ def _bits_of_f32(value):
 
 def _lng_args(srcShape, typeSize, isReuseSource, product, strict, func):
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
-    regbase = get_product(product).kernel_path == "regbase"
+    regbase = get_product(product, func).kernel_path == "regbase"
     check_flag(func, "strict", strict)
     log = _Log(_LNG, func, strict)
     log.check_common(dims, typeSize)

@@ -255,6 +255,14 @@ class Debugger:
             if not isinstance(start, LocalTensor):
                 raise InvalidArgumentError(f"watch: expects a LocalTensor or a byte range "
                                            f"(start, end), got {start!r}")
+            if start.core is not self.core:
+                cores = {d.core: f"core {d.index}" for d in getattr(
+                    getattr(self, "owner", None), "debuggers", ())}
+                raise InvalidArgumentError(
+                    f"watch: {start!r} is a tensor of another core "
+                    f"({cores.get(start.core, repr(start.core))}), not of "
+                    f"{cores.get(self.core, repr(self.core))}, which this debugger steps"
+                    + ("; focus its core to watch it" if cores else ""))
             start, end = start.address, start.address + start.nbytes
         for value in (start, end):
             if not is_int(value):

@@ -44,7 +44,9 @@ def _event_detail(record):
     if record.entry.cost_rule == "mask":
         mode, high, low = record.mask_after
         return f"mode={mode.name} mask={high:#x}:{low:#x}"
-    if name in ("GetValue", "SetValue"):
+    if name == "GetValue":   # a scalar read: an instruction of the scalar pipe, no mask
+        return f"UB@{row[P.DST]} {row[P.SRC0]} bytes -> scalar register @{row[P.SRC1]}"
+    if name == "SetValue":
         return f"UB@{row[P.DST]}"
     if name == "SyncAll":
         return "every core waits for all the others"
@@ -65,7 +67,7 @@ def format_record(record):
         s = record.strides
         detail += (f" blk={'/'.join(map(str, s['blk'][:used]))}"
                    f" rep={'/'.join(map(str, s['rep'][:used]))}")
-    elif record.is_instruction:
+    elif record.copy_params is not None:
         c = record.copy_params
         detail = (f"bytes={record.bytes_moved[0]} blocks={c['blockCount']}x{c['blockLen']} "
                   f"gaps={c['srcStride']}/{c['dstStride']}")

@@ -8,11 +8,13 @@ caller runs uncached.
 
 `STORE` holds every cached value with its size in bytes; when the total passes the limit the
 least recently used entries go, whichever cache they belong to. The limit is 256 MiB unless the
-environment variable LNGB_CACHE_MB says otherwise; `set_cache_limit(nbytes)` changes it and
+environment variable LNGB_CACHE_MB says otherwise (a bad value is an error when a cache is first
+used, never at import); `set_cache_limit(nbytes)` changes it and
 `clear_caches()` empties every cache.
 """
 import dataclasses
 import enum
+import math
 import os
 import struct
 import threading
@@ -99,28 +101,40 @@ def exact(value):
     raise Uncacheable(f"a {kind.__name__} has no value-exact cache key")
 
 
-def _limit_from_environment():
-    text = os.environ.get("LNGB_CACHE_MB")
+def limit_from_environment(environ=os.environ):
+    """The budget LNGB_CACHE_MB gives (megabytes, a finite number >= 0), or the default when it
+    is unset; a bad value is an InvalidArgumentError naming the variable."""
+    text = environ.get("LNGB_CACHE_MB")
     if text is None:
         return DEFAULT_LIMIT
     try:
         megabytes = float(text)
     except ValueError:
-        megabytes = -1.0
-    if not megabytes >= 0:
-        raise InvalidArgumentError(f"LNGB_CACHE_MB must be a number of megabytes >= 0, got "
-                                   f"{text!r}")
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes >= 0):
+        raise InvalidArgumentError(
+            f"LNGB_CACHE_MB={text!r}: the environment variable must be a number of megabytes "
+            f">= 0 (the default is {DEFAULT_LIMIT >> 20}); fix or unset it, or call "
+            "lngb.set_cache_limit(nbytes)")
     return int(megabytes * (1 << 20))
 
 
 class Store:
-    """Values of every cache, least recently used first, with their sizes; thread-safe."""
+    """Values of every cache, least recently used first, with their sizes; thread-safe. The limit
+    is LNGB_CACHE_MB's (read when a cache is first used, so that a bad value never breaks
+    `import lngb`) until set_limit sets one."""
 
-    def __init__(self, limit):
+    def __init__(self, limit=None, environ=os.environ):
         self._entries = OrderedDict()  # (cache, key) -> (value, nbytes)
         self._lock = threading.Lock()
         self.nbytes = 0
-        self.limit = limit
+        self._limit, self._environ = limit, environ
+
+    @property
+    def limit(self):
+        if self._limit is None:
+            self._limit = limit_from_environment(self._environ)
+        return self._limit
 
     def get(self, cache, key):
         # no lock: each OrderedDict operation is atomic, and an entry evicted by another thread
@@ -148,7 +162,7 @@ class Store:
 
     def set_limit(self, nbytes):
         with self._lock:
-            self.limit = nbytes
+            self._limit = nbytes
             self._evict()
 
     def clear(self):
@@ -171,7 +185,7 @@ class Store:
             self.nbytes -= nbytes
 
 
-STORE = Store(_limit_from_environment())
+STORE = Store()
 
 
 def set_cache_limit(nbytes):
@@ -199,6 +213,16 @@ def cache_info():
 
 
 SETUP_BYTES = 2048   # what a cached configuration (a tiling, keys, a core's config) counts
+# The process's bytes (RSS) per byte tracemalloc sees for entries made of many small objects and
+# arrays (programs, plans): the heap's own overhead and the holes evicted entries leave. Measured
+# with a full 64 MiB cache of distinct shapes (bench/cache_rss.py; glibc, a fixed mmap threshold:
+# 1.27-1.50x with the traced bytes counted, 0.91-1.23x with them times this).
+HEAP_OVERHEAD = 1.25
+
+
+def held_bytes(traced):
+    """What an entry of `traced` bytes (as tracemalloc counts them) costs the process."""
+    return int(traced * HEAP_OVERHEAD)
 
 
 class Cache:

@@ -15,12 +15,12 @@ import numpy as np
 from ..errors import InvalidArgumentError, warn
 from ..products import SCALAR_REGISTERS
 from ..vector_ops.program import GM_SLOTS, N_COLS
-from .cache import SCALAR_REGISTER, Cache, Exact, Uncacheable, exact
+from .cache import SCALAR_REGISTER, Cache, Exact, Uncacheable, exact, held_bytes
 
 NO_GM = np.zeros(0, dtype=np.uint8)
 PROGRAMS = Cache("programs")
 LIVE = Cache("live kernels")   # keys of kernels that use scalar accesses: they always run live
-RECORD_BYTES = 400  # a TraceRecord with its row view and operand tuple, measured (tracemalloc)
+RECORD_BYTES = 500  # a TraceRecord with its row view and operand tuple, measured (tracemalloc)
 
 
 class ScalarAccess(Exception):
@@ -76,7 +76,7 @@ class Program:
 
     @property
     def nbytes(self):
-        return self.rows.nbytes + RECORD_BYTES * len(self.records) + 1024
+        return held_bytes(self.rows.nbytes + RECORD_BYTES * len(self.records) + 1024)
 
     @cached_property
     def view(self):

@@ -26,7 +26,7 @@ from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.footprint import extents
 from ..vector_ops import executor
 from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
-from .cache import ALSO_CLEARED, Cache, cache_key
+from .cache import ALSO_CLEARED, Cache, cache_key, held_bytes
 from .recording import pad_gms
 
 PLANS = Cache("operator plans")
@@ -190,9 +190,9 @@ class Plan:
         """Its bytes, lockstep_parts included (they take about as many as the schedules, per
         thread count a replay uses, and are made after the plan enters the cache: counted
         twice ahead)."""
-        return (2 * self.rows.nbytes + self.points.nbytes
-                + 3 * sum(s.nbytes for p in self.schedules for s in p)
-                + sum(t.nbytes for t in self.touched if t is not None) + 4096)
+        return held_bytes(2 * self.rows.nbytes + self.points.nbytes
+                          + 3 * sum(s.nbytes for p in self.schedules for s in p)
+                          + sum(t.nbytes for t in self.touched if t is not None) + 4096)
 
 
 def plan(key, cores, make_kernel):

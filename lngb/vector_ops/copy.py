@@ -57,6 +57,19 @@ def _params(api, count_or_params, src):
     return 1, count * src.dtype.itemsize // 32, 0, 0
 
 
+def _warn_if_truncated(api, core, count, itemsize):
+    """The count form moves whole 32-byte blocks only, as the device does: say what it drops,
+    once per call site (of a run on this core, or of a recording, whose replays say it again)."""
+    dropped = count * itemsize % 32
+    if dropped:
+        from ..record import call_site   # here: lngb.record imports the instructions
+        core.warn(f"{api} at {call_site(3)}: count {count} x {itemsize} bytes is {count * itemsize} "
+                  f"bytes, not a whole number of 32-byte blocks: the device copies "
+                  f"{count * itemsize - dropped} bytes and drops the last {dropped} bytes, as "
+                  f"lngb does (a count that is a multiple of {32 // itemsize}, or DataCopyParams, "
+                  "copies whole blocks)", once=True)
+
+
 def make_wrapper(entry):
     api = entry.name
 
@@ -91,6 +104,8 @@ def make_wrapper(entry):
             _check_ub_overlap(api, dst, src, ((src.address, src.address + src_extent),
                                               (dst.address, dst.address + dst_extent)))
 
+        if not isinstance(count_or_params, DataCopyParams):
+            _warn_if_truncated(api, core, count_or_params, src.dtype.itemsize)
         row = new_row(entry, pipe)
         row[COPY_DIR] = direction
         row[DST] = dst.address if isinstance(dst, LocalTensor) else dst.offset
