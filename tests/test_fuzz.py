@@ -958,8 +958,8 @@ def _emulate_layer_norm_backward(ctx):
 
 def _add_kernel(*tensors):
     """z = x + y on 64 floats, each core its share (a user's kernel for simulate_kernel); with
-    other than three GlobalTensors it does nothing."""
-    if len(tensors) != 3:
+    other than three GlobalTensors (a hostile input is a scalar argument) it does nothing."""
+    if len(tensors) != 3 or not all(isinstance(t, lngb.GlobalTensor) for t in tensors):
         return
     x, y, z = tensors
     n = 64 // lngb.GetBlockNum()
