@@ -833,6 +833,7 @@ for api, call in calls.items():
 '''
 
 
+@pytest.mark.process
 def test_ctrl_c_during_a_threaded_replay_stops_its_threads_and_later_calls_are_right():
     """emulate_operator / emulate_layer_norm_backward with threads > 1: Ctrl-C while the
     calling thread waits for the others returns only once they have stopped (today they ran on
@@ -881,6 +882,7 @@ for api, call in calls.items():
 '''
 
 
+@pytest.mark.process
 def test_ctrl_c_anywhere_in_observed_and_checked_runs_leaves_later_calls_right():
     """Ctrl-C at 8 points of a checked or observed run of each operator: every later call
     gives the fast mode's bits and reports nothing (today a checked call after some interrupts

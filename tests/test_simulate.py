@@ -125,6 +125,7 @@ def run_script(code, timeout=120, **kw):
         pytest.fail(f"the script hung ({timeout} s): {err.stdout} {err.stderr}")
 
 
+@pytest.mark.process
 def test_sync_all_that_cannot_complete_is_a_hazard_within_a_second():
     """Only some cores call SyncAll, or one calls it twice: a HazardError naming every core and
     the SyncAlls it reached, not a hang (today: a hang)."""
@@ -275,6 +276,7 @@ def run_inner(tmp_path, *options):
                            *options], capture_output=True, text=True, cwd=tmp_path, env=env)
 
 
+@pytest.mark.process
 def test_plugin_options_marker_and_fixture(tmp_path):
     run = run_inner(tmp_path, "--lngb-mode=checked", "--lngb-product=atlas-inference")
     out = run.stdout
@@ -285,6 +287,7 @@ def test_plugin_options_marker_and_fixture(tmp_path):
     assert "lngb: the last instructions of AICore('atlas-inference', mode='checked'" in out
 
 
+@pytest.mark.process
 def test_plugin_defaults_to_fast_without_options(tmp_path):
     run = run_inner(tmp_path, "-k", "defaults")
     assert "MODE fast atlas-a2 fast" in run.stdout, run.stdout + run.stderr
@@ -355,6 +358,7 @@ print("DONE")
 '''
 
 
+@pytest.mark.process
 def test_pdb_breakpoints_fire_on_every_core_before_and_after_sync_all(tmp_path):
     """breakpoint() in a user's kernel stops on each of its 3 cores, before and after SyncAll
     (today only in the main thread: with block_dim > 1, never)."""
@@ -407,6 +411,7 @@ for mode in ("fast", "observed", "checked"):
 '''
 
 
+@pytest.mark.process
 def test_ctrl_c_stops_every_core_and_later_calls_are_right():
     """Ctrl-C while core 2 spins and the others wait at SyncAll: the KeyboardInterrupt reaches
     the caller with the core's index, no thread is left and the process exits within the

@@ -294,3 +294,23 @@ def test_a_module_imported_inside_the_kernel_is_followed_or_re_run():
     finally:
         SETTINGS.scale = 2.0
         del sys.modules["lngb_test_settings"]
+
+
+def test_a_callable_object_replays_only_with_a_key_of_its_own():
+    class Scaled:
+        def __init__(self, scale):
+            self.scale = scale
+
+        def __call__(self, x, y):
+            scaled(x, y, self.scale)
+
+    class Keyed(Scaled):
+        def cache_key(self):
+            return ("Keyed", self.scale)
+    for kind in (Scaled, Keyed):
+        kernel = kind(2.0)
+        assert np.array_equal(run(kernel, X), 2 * X)
+        kernel.scale = 5.0
+        again = lngb.simulate_kernel(kernel, X, outputs=[((64,), F32)])
+        assert np.array_equal(again.outputs[0], 5 * X)
+        assert (again.cores[0].last_program is not None) == (kind is Keyed)
