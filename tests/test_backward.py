@@ -144,9 +144,10 @@ def assert_within_tolerance(result, reference, dtype):
 @pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_the_backward_against_the_float64_closed_form(product, dtype):
-    """The issue's criterion: [4, 64, 256] within the documented tolerance."""
+    """The issue's criterion: [4, 64, 256] within the documented tolerance (numerics only: fast
+    mode whatever --lngb-mode says; the sanitizer's runs are the small shapes')."""
     data = inputs((4, 64, 256), dtype, seed=7)
-    result = lngb.emulate_layer_norm_backward(*data, product=product)
+    result = lngb.emulate_layer_norm_backward(*data, product=product, mode="fast")
     reference = float64_backward(*data, 1e-5)
     assert_within_tolerance(result, reference, dtype)
 

@@ -75,6 +75,7 @@ class Sanitizer:
         self.initialised = np.zeros(size, dtype=bool)
         self._ub = None        # (writer clock, writer pipe, reader clocks per pipe), on first use
         self._saved_ub = None  # a restored snapshot's UB accesses, until the shadow is made
+        self._used = set()     # the (pipe, is write) shadows holding any access
         self.gm = {}           # GM buffer -> [(clock, pipe, is write, starts, ends)] in flight
         self.clock = 0         # every access checked, numbered in issue order
         self.issued = [0] * PIPES           # the last access of each pipe
@@ -130,7 +131,9 @@ class Sanitizer:
                     known[:] = map(max, known, self.known[S])
         else:
             return
-        self._retire_gm()
+        if self.gm and (op != OPCODES["SetFlag"] and op != OPCODES["PipeBarrier"] or
+                        row[DST] == Pipe.PIPE_ALL):
+            self._retire_gm()   # what MTE2, MTE3 or S know has grown
 
     # --- the observer protocol ----------------------------------------------------------------
     @property
@@ -191,6 +194,7 @@ class Sanitizer:
         self.payloads = {k: [list(c) for c in v] for k, v in payloads.items()}
         self.who, self._who_shared = who, True   # copied on the first access after
         self._ub, self._saved_ub = None, ub      # the shadow is made when next needed
+        self._used = {key for key, (index, _) in (ub or {}).items() if index.size}
 
     # --- checks -------------------------------------------------------------------------------
     def check_record(self, record, seq, gm=None):
@@ -208,8 +212,8 @@ class Sanitizer:
                     f"#{seq} GetValue ({record.source}) reads UB bytes [{lo}, {hi}) that "
                     "nothing has written")
             read = np.full(hi - lo, op == OPCODES["GetValue"])
-            self._check_ub(record, seq, S, lo, read, ~read)
-            self._commit_ub(self._next_clock(record, seq, S), S, lo, read, ~read)
+            self._check_ub(record, seq, S, slice(lo, hi), read, ~read)
+            self._commit_ub(self._next_clock(record, seq, S), S, slice(lo, hi), read, ~read)
             if op == OPCODES["SetValue"]:
                 self.initialised[lo:hi] = True
             return
@@ -230,10 +234,11 @@ class Sanitizer:
                 raise UninitializedReadError(
                     f"#{seq} {record.name} ({record.source}) reads UB bytes [{start}, {end}) "
                     f"that nothing has written; operands: {_operands(record)}")
-            self._check_ub(record, seq, pipe, lo, read, written)
+            where, r, w = _compact(lo, read, written)
+            self._check_ub(record, seq, pipe, where, r, w)
             gm_access = self._check_gm(record, seq, pipe, gm) if row[KIND] == COPY else None
             clock = self._next_clock(record, seq, pipe)
-            self._commit_ub(clock, pipe, lo, read, written)
+            self._commit_ub(clock, pipe, where, r, w)
             if gm_access is not None:
                 key, write, starts, ends = gm_access
                 self.gm.setdefault(key, []).append((clock, pipe, write, starts, ends))
@@ -251,37 +256,46 @@ class Sanitizer:
         self.who[self.clock] = (seq, record.name, record.source)
         return self.clock
 
-    def _check_ub(self, record, seq, pipe, lo, read, written):
-        """A UB access of `pipe` (read / written: bool masks of the bytes from `lo`) against
-        the accesses of every pipe not known complete before it."""
+    def _check_ub(self, record, seq, pipe, where, read, written):
+        """A UB access of `pipe` (read / written: bool masks of the bytes at `where`, a slice
+        or addresses: _compact) against the accesses of every pipe not known complete before
+        it."""
         if not read.size:
             return
-        hi = lo + read.size
         lim = self.limits(pipe)
         for (other, is_write), clocks in self._shadow().items():
-            at = clocks[lo:hi]
+            if lim[other] == ALWAYS or (other, is_write) not in self._used:
+                continue   # ordered by program order, or never accessed
+            at = clocks[where]
             pending = at > lim[other]
+            if not pending.any():   # (the common case: one pass, no masks)
+                continue
             if is_write:
-                self._clash(record, seq, pipe, read & pending, at, other, lo, "RAW", "reads",
+                self._clash(record, seq, pipe, read & pending, at, other, where, "RAW", "reads",
                             "written")
-                self._clash(record, seq, pipe, written & pending, at, other, lo, "WAW",
+                self._clash(record, seq, pipe, written & pending, at, other, where, "WAW",
                             "writes", "written")
             else:
-                self._clash(record, seq, pipe, written & pending, at, other, lo, "WAR",
+                self._clash(record, seq, pipe, written & pending, at, other, where, "WAR",
                             "writes", "read")
 
-    def _commit_ub(self, clock, pipe, lo, read, written):
+    def _commit_ub(self, clock, pipe, where, read, written):
         shadow = self._shadow()
-        hi = lo + read.size
         for mask, key in ((written, (pipe, True)), (read, (pipe, False))):
             if key in shadow:
-                shadow[key][lo:hi][mask] = clock
+                self._used.add(key)
+                if isinstance(where, slice):
+                    shadow[key][where][mask] = clock
+                else:
+                    shadow[key][where[mask]] = clock
 
-    def _clash(self, record, seq, pipe, clash, at, by, lo, kind, verb, other_verb):
+    def _clash(self, record, seq, pipe, clash, at, by, where, kind, verb, other_verb):
         if clash.any():
-            start, end = _first_run(clash, lo)
+            k = int(np.argmax(clash))
+            start, end = _first_run(clash, where.start) if isinstance(where, slice) else (
+                _run_at(where, clash, k))
             self._raise(record, seq, pipe, kind, verb, other_verb, "UB", start, end,
-                        int(at[start - lo]), by)
+                        int(at[k]), by)
 
     def _raise(self, record, seq, pipe, kind, verb, other_verb, space, start, end, other,
                other_pipe):
@@ -333,6 +347,25 @@ class Sanitizer:
             names = ", ".join(f"SetFlag({event.name}, {event_id}) x{n}"
                               for (event, event_id), n in pending.items())
             raise HazardError(f"unpaired flags at the end of the kernel: {names} never waited for")
+
+
+def _compact(lo, read, written):
+    """(where, read, written) of a footprint's window from `lo`: the window as a slice, or, when
+    it spans far more bytes than it touches (a vector register beside a tensor), the addresses
+    touched, with their masks."""
+    touched = read | written
+    if 4 * np.count_nonzero(touched) >= touched.size:
+        return slice(lo, lo + touched.size), read, written
+    where = np.flatnonzero(touched)
+    return where + lo, read[where], written[where]
+
+
+def _run_at(addresses, mask, k):
+    """[start, end) of the run of consecutive addresses with `mask` set from index k."""
+    end = k + 1
+    while end < addresses.size and mask[end] and addresses[end] == addresses[end - 1] + 1:
+        end += 1
+    return int(addresses[k]), int(addresses[end - 1]) + 1
 
 
 def _operands(record):
