@@ -298,7 +298,7 @@ def test_every_flag_of_emulate_is_needed(product, dtype):
                                               mode="observed").core.trace], product)
 
 
-def backward_inputs(dtype, shape=(2, 8, 64)):
+def backward_inputs(dtype, shape=(1, 4, 64)):
     rng = np.random.default_rng(3)
     dy, x = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
     mean = x.mean(-1).astype(dtype)
