@@ -16,7 +16,8 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_command():
     first_block = re.search(r"```\n(.*?)```", README, re.S).group(1).strip().splitlines()
-    assert first_block == ['pip install -e . && lngb demo', 'pip install -e ".[test]" && pytest']
+    assert first_block == ['pip install -e . && lngb demo',
+                           'pip install -e ".[test]" && pytest -n auto']
     assert README.index("```") < README.index("\n## ")
     assert first_block[1] in (ROOT / ".ci" / "run").read_text()
 
