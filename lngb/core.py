@@ -19,6 +19,7 @@ import os
 import threading
 import weakref
 
+import greenlet
 import numpy as np
 
 from .arguments import check_choice, check_dtype, check_int, check_shape, is_int
@@ -171,6 +172,7 @@ class AICore:
         self.tpipe = None          # the TPipe made last on this core (CANN's GetTPipePtr())
         self.gms = NO_GMS          # GM buffers bound to the slots of DataCopy rows
         self._owner = threading.RLock()
+        self._holder, self._holders = None, 0   # the greenlet inside, and how deep
         self._observers = []
         self._checks, self._retires = [], []
         self.memoises = mode == "fast"  # runtime.memo may reissue validated rows
@@ -183,15 +185,26 @@ class AICore:
 
     # --- one thread at a time ---------------------------------------------------------------
     def acquire(self):
-        """Enter the core from this thread; InvalidArgumentError if another thread is inside an
+        """Enter the core from this thread; InvalidArgumentError if another thread, or another
+        greenlet of this one (another core's kernel in simulate_kernel), is inside an
         instruction, a kernel or a `with core:` block of it."""
         if not self._owner.acquire(blocking=False):
             raise InvalidArgumentError(
                 f"{self!r} is in use by another thread (inside an instruction, a kernel or a "
                 "`with core:` block): a core runs one thread's work at a time; give each thread "
                 "its own AICore")
+        here = greenlet.getcurrent()
+        if self._holders and self._holder is not here:
+            self._owner.release()
+            raise InvalidArgumentError(
+                f"{self!r} is in use by another core's kernel (simulate_kernel's cores take "
+                "turns in one thread): a kernel may use only its own core's tensors")
+        self._holder, self._holders = here, self._holders + 1
 
     def release(self):
+        self._holders -= 1
+        if not self._holders:
+            self._holder = None
         self._owner.release()
 
     def __enter__(self):

@@ -421,3 +421,20 @@ def test_ctrl_c_stops_every_core_and_later_calls_are_right():
         assert f"{mode} stopped: True core 2 threads left: 0" in run.stdout, run.stdout + run.stderr
         assert f"{mode} then right: True" in run.stdout
     assert run.returncode == 0
+
+
+def test_a_kernel_using_another_cores_tensors_is_refused():
+    """The cores take turns in one thread: core 1 may not issue on core 0's tensors while core
+    0's kernel waits at SyncAll (with threads, the core's lock refused it)."""
+    shared = {}
+
+    def kernel(x, out):
+        core = lngb.current_core()
+        if lngb.GetBlockIdx() == 0:
+            shared["ub"] = core.alloc(64, F32)
+        else:   # core 0 runs first, up to its SyncAll
+            lngb.vector_ops.Duplicate(shared["ub"], 1.0, 64)
+        SyncAll()
+    with pytest.raises(lngb.InvalidArgumentError, match="in use by another core's kernel"):
+        lngb.simulate_kernel(kernel, np.zeros(64, F32), outputs=[((64,), F32)], block_dim=2,
+                             mode="observed")
