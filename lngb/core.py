@@ -469,8 +469,9 @@ class AICore:
         if self.recorder is not None:
             raise recording.ScalarAccess(api)
         if self.mode == "checked" and self.running_kernel:
-            warn(f"{api} inside a kernel: the device cannot touch tensor data from the host; "
-                 "move data with DataCopy and read single values with GetValue")
+            self.warn(f"{api} inside a kernel: the device cannot touch tensor data from the "
+                      "host; move data with DataCopy and read single values with GetValue",
+                      once=True)
 
     def host_write(self, address, nbytes):
         """Host writes are not instructions, but observers see the bytes they initialise."""

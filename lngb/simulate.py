@@ -207,8 +207,8 @@ class PreparedKernel:
                                           for _ in range(self.block_dim - 1)]
         return self._cores
 
-    def body(self, c, core=None):
-        return _body(core or self.cores[c], self.call, self.gms, self.dtypes, c, self.block_dim)
+    def body(self, c):
+        return _body(self.cores[c], self.call, self.gms, self.dtypes, c, self.block_dim)
 
     def key(self):
         """The replay key (the first core's state as it is now); Uncacheable if the kernel
@@ -365,20 +365,19 @@ def _replay_cores(run):
 
 
 def _record_cores(run, key):
-    """The CorePrograms of the kernel (cached under `key`), or None if it runs live. The cores
-    it records on are fresh ones of the run's (the run's own are made if it runs live)."""
+    """The CorePrograms of the kernel (cached under `key`, recorded on the run's cores: a dry
+    run leaves them as they were), or None if it runs live."""
     if LIVE.get(key):
         return None
-    cores = [run.first] + [AICore(_config=run.first.config) for _ in range(run.block_dim - 1)]
     programs = []
-    for c, core in enumerate(cores):
+    for c, core in enumerate(run.cores):
         try:
-            programs.append(record(core, run.body(c, core), run.gms))
+            programs.append(record(core, run.body(c), run.gms))
         except ScalarAccess:
             LIVE.put(key, True, 256)
             return None
         except BaseException as err:
-            name_core(err, c, len(cores), "simulate_kernel")
+            name_core(err, c, run.block_dim, "simulate_kernel")
             raise
     recorded = CorePrograms(programs)
     if len({len(p) for p in recorded.phases}) != 1:

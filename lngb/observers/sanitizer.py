@@ -73,7 +73,7 @@ class Sanitizer:
         # the Ascend 950 orders V after V in hardware
         self.orders_v = core.product.kernel_path == "regbase"
         self.initialised = np.zeros(size, dtype=bool)
-        self._ub = None        # (writer clock, writer pipe, reader clocks per pipe), on first use
+        self._ub = None        # the UB shadow (_shadow), made on first use
         self._saved_ub = None  # a restored snapshot's UB accesses, until the shadow is made
         self._used = set()     # the (pipe, is write) shadows holding any access
         self.gm = {}           # GM buffer -> [(clock, pipe, is write, starts, ends)] in flight
@@ -179,7 +179,7 @@ class Sanitizer:
         accessed."""
         ub = self._saved_ub
         if self._ub is not None:
-            ub = {key: (np.flatnonzero(c), c[np.flatnonzero(c)]) for key, c in self._ub.items()}
+            ub = {key: _accessed(c) for key, c in self._ub.items()}
         return (self.initialised.copy(), ub, {k: list(v) for k, v in self.gm.items()},
                 self.clock, list(self.issued), [list(k) for k in self.known],
                 {k: [list(c) for c in v] for k, v in self.payloads.items()},
@@ -347,6 +347,12 @@ class Sanitizer:
             names = ", ".join(f"SetFlag({event.name}, {event_id}) x{n}"
                               for (event, event_id), n in pending.items())
             raise HazardError(f"unpaired flags at the end of the kernel: {names} never waited for")
+
+
+def _accessed(clocks):
+    """(index, clocks there) of the bytes a shadow array has an access for."""
+    index = np.flatnonzero(clocks)
+    return index, clocks[index]
 
 
 def _compact(lo, read, written):
