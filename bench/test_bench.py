@@ -45,6 +45,18 @@ def test_modes_on_4_8_512_float(benchmark, mode):
     benchmark(lambda: lngb.emulate(x, x, mode=mode))
 
 
+@pytest.mark.parametrize("mode", ["fast", "checked"])
+def test_operator_modes_on_8_64_256_float(benchmark, mode):
+    """Checked mode of a multi-core operator replays its plan once the plan's check has
+    passed: within 3x of fast (target)."""
+    import numpy as np
+    import lngb
+    y = np.random.default_rng(0).standard_normal((8, 64, 256)).astype(np.float32)
+    lngb.emulate_operator(y, y, mode=mode)
+    benchmark.group = "operator modes [8,64,256] float"
+    benchmark(lambda: lngb.emulate_operator(y, y, mode=mode))
+
+
 def test_sweep_of_every_temp_size_for_4_8_512_float(benchmark):
     """About 4 000 tilings in 32-byte steps, cost model included (target: under 10 s)."""
     import lngb

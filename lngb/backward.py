@@ -7,8 +7,8 @@ import numpy as np
 from .arguments import FLOAT_DTYPES, check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, check_flag
-from .host import (EmulationResult, OperatorResult, check_threads, core_progress,
-                   in_place_bytes, replay_fresh)
+from .host import (EmulationResult, OperatorResult, check_threads, in_place_bytes,
+                   replay_fresh, run_cores)
 from .kernels.backward import (OUTPUT, SLOT_NAMES, WORKSPACE, API, LayerNormBackwardKernel,
                                backward_tiling)
 from .observers.gm_check import check_gm
@@ -296,27 +296,17 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
     the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
     BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
     Results do not depend on `threads` (default: the CPU count). `progress`: a progress bar on
-    stderr while an observed or checked run goes core by core. `lngb.debug.BackwardDebugger`
-    steps through the same run."""
+    stderr while an observed run, or a configuration's first checked run, goes core by core.
+    `lngb.debug.BackwardDebugger` steps through the same run."""
     api = API
     mode = resolve_mode(api, mode)
     threads = check_threads(api, threads)
     progress = check_flag(api, "progress", progress)
     run = prepare_backward((input_dy, input_x, input_variance, input_mean, input_gamma), epsilon,
                            product, block_dim, tile_rows, mode, sat_mode)
-    tiling, cores, gms, kernel = run.tiling, run.cores, run.gms, run.kernel
-    plan = None
-    if mode == "fast":
-        plan = schedule.plan(("LayerNorm backward", tiling), cores, kernel)
-        schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
-    else:
-        with core_progress(api, mode, len(cores), progress) as bar:
-            schedule.run_phases([kernel(c) for c in range(len(cores))], bar)
-        for core in cores:
-            if core.sanitizer is not None:
-                core.sanitizer.finish(core.flags)
-        if mode == "checked":
-            check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES,
-                     inputs=[(WORKSPACE, 0, tiling.layout()["workspace"])])
-    return BackwardResult(*run.results(), tiling, cores, plan,
-                          [core.trace for core in cores] if mode != "fast" else None)
+    tiling = run.tiling
+    plan = run_cores(api, ("LayerNorm backward", tiling), run, threads, progress,
+                     lambda cores: check_gm(cores, run.gms, (WORKSPACE, OUTPUT), SLOT_NAMES,
+                                            inputs=[(WORKSPACE, 0, tiling.layout()["workspace"])]))
+    return BackwardResult(*run.results(), tiling, run.cores, plan,
+                          [core.trace for core in run.cores] if mode != "fast" else None)

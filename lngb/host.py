@@ -10,7 +10,8 @@ import numpy as np
 
 from .arguments import FLOAT_DTYPES, check_choice, is_int
 from .core import MODE_OBSERVERS, AICore, resolve_mode
-from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag, warn
+from .errors import (CapacityError, InvalidArgumentError, TilingError, check_flag, name_core,
+                     warn)
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import check_h, operator_tiling, round32
 from .kernels.sample import SampleKernel
@@ -25,6 +26,7 @@ from .runtime.cache import SETUP_BYTES, Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
 from .vector_ops import executor
+from .vector_ops.types import HardEvent
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
 EMULATE_SETUPS = Cache("emulate setups")
@@ -377,8 +379,9 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
     threads (default: the CPU count); `tile_rows` / `tile_cols` override the tile
     (operator_tiling). Returns an OperatorResult: `.pd_gamma`, `.pd_beta`,
     `.tiling` (the OperatorTiling), `.cores`, `.trace` (per core, observed and checked modes),
-    `.cost`. `progress`: a progress bar on stderr while an observed or checked run goes core by
-    core (fast mode replays every core in one call).
+    `.cost`. `progress`: a progress bar on stderr while an observed run, or a configuration's
+    first checked run, goes core by core (fast mode, and checked mode once checked, replay
+    every core in one call).
 
     The caller's arrays are only read (as GM, in place); outputs are new arrays.
     """
@@ -387,21 +390,58 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
     progress = check_flag("emulate_operator", "progress", progress)
     run = prepare_operator(input_dy, res_for_gamma, product, block_dim, mode, sat_mode,
                            tile_rows, tile_cols)
-    tiling, cores, gms = run.tiling, run.cores, run.gms
-    plan = None
-    if mode == "fast":
-        plan = schedule.plan(("LayerNormGradBeta operator", tiling), cores, run.kernel)
-        schedule.replay(plan, cores, gms, min(threads, tiling.block_dim))
-    else:
-        with core_progress("emulate_operator", mode, len(cores), progress) as bar:
+    plan = run_cores("emulate_operator", ("LayerNormGradBeta operator", run.tiling), run,
+                     threads, progress,
+                     lambda cores: check_gm(cores, run.gms, (WORKSPACE, OUTPUT), SLOT_NAMES))
+    return OperatorResult(*run.results(), run.tiling, run.cores, plan,
+                          [core.trace for core in run.cores] if mode != "fast" else None)
+
+
+def run_cores(api, key, run, threads, progress, check_gm):
+    """Run a multi-core kernel on `run.cores` (run.kernel(c, runner): core c's kernel; run.gms:
+    its GM buffers) as the cores' mode says, and return its Plan (None when run live).
+
+    Fast mode replays the plan (cached under `key`, which must determine it) on `threads`
+    threads. Checked mode replays it too, once every record of every core has passed the
+    sanitizer, phase by phase as a live run checks them, and `check_gm(cores)`: the verdict is
+    the plan's, so later calls of the configuration reuse it; each core's trace is the live
+    run's (PlannedTrace). Observed mode runs the cores live, one after another."""
+    cores, mode = run.cores, run.cores[0].mode
+    if mode == "observed":
+        with core_progress(api, mode, len(cores), progress) as bar:
             schedule.run_phases([run.kernel(c) for c in range(len(cores))], bar)
-        for core in cores:
-            if core.sanitizer is not None:
-                core.sanitizer.finish(core.flags)
-        if mode == "checked":
-            check_gm(cores, gms, (WORKSPACE, OUTPUT), SLOT_NAMES)
-    return OperatorResult(*run.results(), tiling, cores, plan,
-                          [core.trace for core in cores] if mode != "fast" else None)
+        return None
+    plan = schedule.plan(key, cores, run.kernel)
+    if mode == "checked":
+        for c, core in enumerate(cores):
+            core.trace = schedule.PlannedTrace(plan, c)
+        if plan.checked:
+            for core in cores:
+                core.sanitizer.catch_up_later(core.trace)
+        else:
+            with core_progress(api, mode, len(cores), progress) as bar:
+                check_plan(plan, cores, bar)
+            check_gm(cores)
+            plan.checked = True
+    schedule.replay(plan, cores, run.gms, min(threads, len(cores)))
+    return plan
+
+
+def check_plan(plan, cores, bar):
+    """Every core's records through its sanitizer, phase 1 of every core then phase 2 (a live
+    run's order), and no SetFlag left unwaited at the end."""
+    for phase in range(2):
+        for c, core in enumerate(cores):
+            bar.set_postfix_str(f"core {c} of {len(cores)}, phase {phase + 1} of 2")
+            try:
+                for record in core.trace.phase(phase):
+                    core.sanitizer.check_record(record, record.seq)
+            except BaseException as err:   # the caller learns which core
+                name_core(err, c, len(cores))
+                raise
+            bar.update()
+    for core, state in zip(cores, plan.end_states):
+        core.sanitizer.finish({(HardEvent[e], i): n for (e, i), n in state[4]})
 
 
 def core_progress(api, mode, cores, enabled):

@@ -15,6 +15,20 @@ EXEC_MODES = ("fast", "observed", "checked")
 UNCHECKED_MODES = ("fast", "observed")
 
 
+@pytest.fixture(autouse=True)
+def fresh_caches_around_patches(request):
+    """A test that patches lngb's code plans and records its kernels afresh, and leaves no
+    programs or plans of the patched code to later tests: lngb's own kernels are keyed by their
+    configuration, not by their code."""
+    if "monkeypatch" not in request.fixturenames:
+        yield
+        return
+    import lngb
+    lngb.clear_caches()
+    yield
+    lngb.clear_caches()
+
+
 @pytest.fixture(params=EXEC_MODES)
 def mode(request):
     """Every golden row runs on every execution path ("fast"; "observed": a trace; "checked": a

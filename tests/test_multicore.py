@@ -314,30 +314,57 @@ def test_checked_mode_runs_clean(product, dtype):
 
 # --- the GM checks across cores (checked mode) ----------------------------------------------
 
-def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
-    real = multicore.LayerNormGradBetaKernel.CopyOutPartial
+class Redirected:
+    """A kernel's runner whose steps go through replace(kernel, fn, args, at) -> (fn, args, at)
+    first: what a step does may depend only on its arguments, `at` and the core's state (fast
+    and checked mode plan on them), so a core's own behaviour is a step of its own."""
 
-    def every_core_writes_row_0(self, cols, at):
-        workspace = at[multicore.WORKSPACE] - self.block_idx * 2 * self.t.h * 4
-        return real(self, cols, at=(at[0], at[1], workspace, at[3]))
-    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial",
-                        every_core_writes_row_0)
+    def __init__(self, runner, kernel, replace):
+        vars(self).update(runner=runner, kernel=kernel, replace=replace)
+
+    def step(self, fn, *args, at=(0, 0, 0, 0)):
+        fn, args, at = self.replace(self.kernel, fn, args, at)
+        self.runner.step(fn, *args, at=at)
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.runner, name, value)
+
+
+def redirect_steps(monkeypatch, replace):
+    real = multicore.LayerNormGradBetaKernel.__init__
+
+    def init(self, *args):
+        real(self, *args)
+        self.run = Redirected(self.run, self, replace)
+    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "__init__", init)
+
+
+def test_two_cores_writing_the_same_workspace_is_a_hazard(monkeypatch):
+    def every_core_writes_row_0(kernel, fn, args, at):
+        if fn.__name__ == "CopyOutPartial":
+            at = (at[0], at[1], at[multicore.WORKSPACE] - kernel.block_idx * 2 * kernel.t.h * 4,
+                  at[3])
+        return fn, args, at
+    redirect_steps(monkeypatch, every_core_writes_row_0)
     dy, rfg = inputs((2, 7, 64), np.float32, seed_of("hazard"))
     with pytest.raises(HazardError, match="both write GM workspace"):
         lngb.emulate_operator(dy, rfg, block_dim=3, mode="checked")
 
 
 def test_reading_a_partial_nobody_wrote_is_uninitialised(monkeypatch):
-    real = multicore.LayerNormGradBetaKernel.CopyOutPartial
+    def core_1_forgets_its_copy(kernel, fn, args, at):
+        if fn.__name__ != "CopyOutPartial" or kernel.block_idx != 1:
+            return fn, args, at
 
-    def core_1_forgets_its_copy(self, cols, at):
-        if self.block_idx != 1:
-            return real(self, cols, at=at)
-        acc = self.member.pop("acc")
-        self.acc_que.EnQue(acc)
-        self.acc_que.FreeTensor(self.acc_que.DeQue(np.float32))
-    monkeypatch.setattr(multicore.LayerNormGradBetaKernel, "CopyOutPartial",
-                        core_1_forgets_its_copy)
+        def forgets_its_copy(cols, at):
+            acc = kernel.member.pop("acc")
+            kernel.acc_que.EnQue(acc)
+            kernel.acc_que.FreeTensor(kernel.acc_que.DeQue(np.float32))
+        return forgets_its_copy, args, at
+    redirect_steps(monkeypatch, core_1_forgets_its_copy)
     dy, rfg = inputs((2, 7, 64), np.float32, seed_of("uninit"))
     with pytest.raises(UninitializedReadError, match="workspace.*no core has written"):
         lngb.emulate_operator(dy, rfg, block_dim=3, mode="checked")

@@ -84,6 +84,7 @@ class Sanitizer:
         self.who = {}          # clock -> (seq, name, source) of the access
         self._who_shared = False
         self.pristine = True   # nothing checked or written yet: a recorded check may be reused
+        self._unchecked = None   # records a reused check passed, checked again when needed
         self._bounds = np.zeros(2, dtype=np.int64)
 
     def _shadow(self):
@@ -141,17 +142,34 @@ class Sanitizer:
         """A program's check is reused only from the pristine state it was made from."""
         return self.pristine
 
+    def catch_up_later(self, records):
+        """The core retired `records` in a replay whose check an earlier run passed (a
+        multi-core plan's): the state they leave is made, by checking them, only when something
+        later needs it."""
+        self._unchecked, self.pristine = records, False
+
+    def _catch_up(self):
+        records, self._unchecked = self._unchecked, None
+        for record in records:
+            self.check_record(record, record.seq)
+
     def host_write(self, start, nbytes):
+        if self._unchecked is not None:
+            self._catch_up()
         self.pristine = False
         self.initialised[start:start + nbytes] = True
 
     def check(self, record):
         """Check a record before it executes."""
+        if self._unchecked is not None:
+            self._catch_up()
         self.check_record(record, record.seq, self.core.unbound_gm)
 
     def check_program(self, program):
         """Sanitize a program on a pristine core; the outcome is reused by later pristine runs.
         A program that leaves SetFlags nobody waits for is a hazard."""
+        if self._unchecked is not None:
+            self._catch_up()
         checked = CHECKS.get(program.key) if program.key is not None else None
         if checked is None:
             start = self.snapshot()
@@ -177,6 +195,8 @@ class Sanitizer:
     def snapshot(self):
         """Everything later checks depend on; the UB shadow as (index, values) of the bytes
         accessed."""
+        if self._unchecked is not None:
+            self._catch_up()
         ub = self._saved_ub
         if self._ub is not None:
             ub = {key: _accessed(c) for key, c in self._ub.items()}

@@ -22,7 +22,7 @@ class Trace:
         self.core = weakref.proxy(core)  # no cycle: the core is freed as soon as it is unused
 
     def retire(self, record):
-        self.core.trace.append(record)
+        self._list().append(record)
 
     def check_program(self, program):
         pass
@@ -32,7 +32,14 @@ class Trace:
         records = program.records
         if start:
             records = [r.renumbered(start + r.seq) for r in records]
-        self.core.trace.extend(records)
+        self._list().extend(records)
+
+    def _list(self):
+        """core.trace as a list (a replayed plan's trace, PlannedTrace, is made a list once the
+        core retires more)."""
+        if not isinstance(self.core.trace, list):
+            self.core.trace = list(self.core.trace)
+        return self.core.trace
 
 
 def _event_detail(record):

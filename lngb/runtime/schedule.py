@@ -14,6 +14,7 @@ another writes.
 """
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .._jit import njit
 from ..errors import InvalidArgumentError, OutOfBoundsError, name_core, warn
+from ..record import TraceRecord
 from ..tensor import LocalTensor
 from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
 from ..vector_ops.footprint import extents
@@ -32,6 +34,7 @@ from .recording import pad_gms
 PLANS = Cache("operator plans")
 LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/README.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
+RECORD_BYTES = 400  # a kept trace record with its operands, about
 SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
 _SPARE_BLOCKS, _SPARE_LOCK = [], threading.Lock()
 
@@ -124,14 +127,17 @@ def prefetch_points(bursts):
 
 
 class Recorded:
-    """The programs of a plan: rows with GM offsets relative to the step's bases."""
+    """The programs of a plan: rows with GM offsets relative to the step's bases; with
+    `keep_records`, also each program's trace records and the bases they were recorded at
+    (PlannedTrace)."""
 
-    def __init__(self):
+    def __init__(self, keep_records=False):
         self.steps = {}
         self.programs = []    # row arrays
         self.extents = []     # per program: GM bytes used past each slot's base
         self.points = []      # per program: (slot, offset) points, one per GM line it reads
         self.warnings = []
+        self.records = [] if keep_records else None   # per program: (records, bases)
 
     def record(self, core, kernel, fn, args, at):
         def body():
@@ -155,6 +161,8 @@ class Recorded:
             if not write:
                 points.extend((slot, point) for point in prefetch_points(spans))
         self.programs.append(rows)
+        if self.records is not None:
+            self.records.append((program.records, at))
         self.extents.append(tuple(extent))
         self.points.append(np.array(points, dtype=np.int64).reshape(-1, 2))
         core.set_state(program.end_state)
@@ -183,6 +191,8 @@ class Plan:
     lockstep: tuple       # per phase: cores a replay job runs in lock step (lockstep_width)
     retired: list         # per core: the rows it executes
     touched: tuple        # per phase in lock step: the granules its rows use (touched_runs)
+    records: list = None  # per program: (trace records, GM bases recorded at), checked mode's
+    checked: bool = False   # the cores' checks passed (checked mode: reused by later runs)
     parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
     @property
@@ -190,19 +200,22 @@ class Plan:
         """Its bytes, lockstep_parts included (they take about as many as the schedules, per
         thread count a replay uses, and are made after the plan enters the cache: counted
         twice ahead)."""
+        records = sum(len(r) for r, _ in self.records) if self.records is not None else 0
         return held_bytes(2 * self.rows.nbytes + self.points.nbytes
                           + 3 * sum(s.nbytes for p in self.schedules for s in p)
-                          + sum(t.nbytes for t in self.touched if t is not None) + 4096)
+                          + sum(t.nbytes for t in self.touched if t is not None)
+                          + RECORD_BYTES * records + 4096)
 
 
 def plan(key, cores, make_kernel):
     """The Plan of a kernel on `cores` (cached under `key`, which must determine it):
     make_kernel(c, runner) builds core c's kernel."""
-    key = cache_key(key, cores[0].sat_mode, cores[0].div_sqrt, cores[0].reserved_bytes)
+    checked = cores[0].mode == "checked"
+    key = cache_key(key, cores[0].sat_mode, cores[0].div_sqrt, cores[0].reserved_bytes, checked)
     cached = PLANS.get(key)
     if cached is not None:
         return cached
-    recorded, planners, kernels = Recorded(), [], []
+    recorded, planners, kernels = Recorded(keep_records=checked), [], []
     for c, core in enumerate(cores):
         planner = Planner(recorded)
         kernel = make_kernel(c, planner)
@@ -223,8 +236,67 @@ def plan(key, cores, make_kernel):
                   schedules, [core.state() for core in cores], tuple(recorded.warnings), widths,
                   [int(sum(lengths[s[:, 0]].sum() for s in p)) for p in schedules],
                   tuple(touched_runs(r, cores[0].ub.size) if w > 1 else None
-                        for r, w in zip(by_phase, widths)))
+                        for r, w in zip(by_phase, widths)), recorded.records)
     return PLANS.put(key, result, result.nbytes)
+
+
+class PlannedTrace(Sequence):
+    """Core c's trace of a replayed plan, as a live run's `core.trace` holds it: each step's
+    recorded records in the core's order, numbered from 1, with the core's GM offsets. Records
+    are made when read (a checked replay of 48 cores has some 14 000: made at once they would
+    cost about as much as the replay)."""
+
+    def __init__(self, plan, c):
+        self._plan = plan
+        self._steps = np.concatenate(plan.schedules[c])
+        self._phase_steps = len(plan.schedules[c][0])
+        self._ends = np.cumsum(np.diff(plan.starts)[self._steps[:, 0]])
+
+    def __len__(self):
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        i = int(i) + n if i < 0 else int(i)
+        if not 0 <= i < n:
+            raise IndexError("trace index out of range")
+        s = int(np.searchsorted(self._ends, i, side="right"))
+        first = int(self._ends[s - 1]) if s else 0
+        return self._record(s, i - first, first)
+
+    def __iter__(self):
+        return self.steps(0, len(self._steps))
+
+    def phase(self, phase):
+        """The records of phase 0 (up to SyncAll, included) or 1."""
+        cut = self._phase_steps
+        return self.steps(0, cut) if phase == 0 else self.steps(cut, len(self._steps))
+
+    def steps(self, first, last):
+        for s in range(first, last):
+            start = int(self._ends[s - 1]) if s else 0
+            for k in range(int(self._ends[s]) - start):
+                yield self._record(s, k, start)
+
+    def _record(self, s, k, first):
+        """Record k of step s, whose first record is the core's record `first` (from 0)."""
+        program, *bases = (int(v) for v in self._steps[s])
+        records, recorded_at = self._plan.records[program]
+        record = records[k]
+        row, operands = record.row, record.operands
+        bursts = gm_bursts(row)
+        if bursts is not None:
+            write, slot, _ = bursts
+            delta = bases[slot] - recorded_at[slot]
+            if delta:
+                row = row.copy()
+                row[DST if write else SRC0] += delta
+                operands = tuple((role, f"GM+{int(where[3:]) + delta}", position, dtype)
+                                 if position == "GM" else (role, where, position, dtype)
+                                 for role, where, position, dtype in operands)
+        return TraceRecord(first + k + 1, row, operands, record.source)
 
 
 def phase_rows(programs, schedules):

@@ -1,0 +1,125 @@
+"""Checked mode of the multi-core operators, planned and replayed as fast mode is: each core's
+trace is the live run's record for record, the sanitizer and the GM checks see every record
+of every core on the first call of a configuration, their verdict is reused by later calls,
+and a kernel the checks refuse is refused on every call."""
+import numpy as np
+import pytest
+
+import lngb
+from lngb import HazardError
+from lngb.kernels import pipe
+from lngb.vector_ops import HardEvent
+from lngb.vector_ops.program import SCALAR, SCALAR_AT
+
+from test_layer_norm_grad import inputs as backward_inputs
+from test_layer_norm_grad import same_bits
+from test_multicore import inputs as operator_inputs
+
+pytestmark = pytest.mark.jitted
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def operator(product, dtype):
+    dy, rfg = operator_inputs((1, 29, 384), dtype, 7)
+    return lambda mode: lngb.emulate_operator(dy, rfg, product=product, block_dim=4, mode=mode)
+
+
+def backward(product, dtype):
+    data = backward_inputs((2, 9, 64), dtype)
+    return lambda mode: lngb.emulate_layer_norm_backward(*data, product=product, block_dim=3,
+                                                         mode=mode)
+
+
+CALLS = [operator("atlas-a2", F32), operator("atlas-350", F16),
+         backward("atlas-inference", F16), backward("atlas-350", F32)]
+IDS = ["operator-a2-f32", "operator-350-f16", "backward-310p-f16", "backward-350-f32"]
+
+
+def fields(record, read_into=None):
+    """What a record says. A scalar operand a GetValue read from the UB is, in a replayed
+    program, the scalar register it was read into (SCALAR_AT), in a live run its value (the
+    listing shows neither): `read_into` is the register a live record's scalar was read into."""
+    row = [int(v) for v in record.row]
+    if read_into:
+        assert row[SCALAR_AT] == 0
+        row[SCALAR], row[SCALAR_AT] = 0, read_into
+    return (record.seq, record.name, tuple(row), record.operands, record.source)
+
+
+def assert_same_traces(traces, live):
+    assert len(traces) == len(live)
+    for c, (trace, want) in enumerate(zip(traces, live)):
+        assert len(trace) == len(want), c
+        records = list(trace)
+        assert [fields(r) for r in records] == [fields(w, int(r.row[SCALAR_AT]))
+                                                for r, w in zip(records, want)], c
+        assert fields(trace[-1]) == fields(records[-1])
+        assert [fields(r) for r in trace[3:9]] == [fields(r) for r in records[3:9]]
+
+
+@pytest.mark.parametrize("call", CALLS, ids=IDS)
+def test_checked_traces_are_the_live_runs_on_the_first_and_a_warm_call(call):
+    lngb.clear_caches()
+    live = call("observed")   # observed mode runs every core live
+    for _ in range(2):
+        checked = call("checked")
+        assert_same_traces(checked.trace, live.trace)
+        for name, value in checked.outputs().items():
+            same_bits(value, live.outputs()[name])
+
+
+def drop_the_first_wait(monkeypatch, event):
+    """TQue's DeQue / AllocTensor without its WaitFlag of `event` the first time on each core."""
+    real, waited = pipe.WaitFlag, set()
+
+    def wait(hard_event, event_id):
+        core = pipe.current_core()
+        if hard_event == event and id(core) not in waited:
+            waited.add(id(core))
+            return
+        real(hard_event, event_id)
+    monkeypatch.setattr(pipe, "WaitFlag", wait)
+
+
+@pytest.mark.parametrize("call", CALLS[:1] + CALLS[3:], ids=IDS[:1] + IDS[3:])
+def test_a_missing_flag_is_refused_on_every_checked_call(monkeypatch, call):
+    """V reading a tile MTE2 may still be writing: found on the first checked call and again on
+    the next (a refused check is not kept), naming the core; fast mode does not check."""
+    drop_the_first_wait(monkeypatch, HardEvent.MTE2_V)
+    for _ in range(2):
+        with pytest.raises(HazardError, match="RAW hazard.*on PIPE_V reads UB.*MTE2_V") as caught:
+            call("checked")
+        assert caught.value.block_idx == 0
+    call("fast")
+
+
+def test_a_reused_check_leaves_each_cores_sanitizer_where_the_check_left_it():
+    """A core of a checked run whose check was reused goes on as if it had been checked: its
+    sanitizer's state (bytes initialised, clocks, what each pipe knows) is the first call's."""
+    lngb.clear_caches()
+    call = CALLS[0]
+    first, warm = call("checked"), call("checked")
+    for c in (0, 3):
+        made, reused = (r.cores[c].sanitizer.snapshot() for r in (first, warm))
+        assert np.array_equal(made[0], reused[0])
+        assert made[3:6] == reused[3:6]
+    # and a later instruction on a core is checked against that state: reading bytes nothing
+    # has written is still refused, reading the output buffer is not
+    core = warm.cores[0]
+    assert core.sanitizer.initialised.any() and not core.sanitizer.initialised.all()
+
+
+@pytest.mark.parametrize("call", CALLS[:2], ids=IDS[:2])
+def test_the_check_of_a_configuration_is_reused_not_redone(monkeypatch, call):
+    """The second checked call of a configuration checks no record again."""
+    from lngb.observers.sanitizer import Sanitizer
+    lngb.clear_caches()
+    call("checked")
+    checked = []
+    real = Sanitizer.check_record
+    monkeypatch.setattr(Sanitizer, "check_record",
+                        lambda self, *args: checked.append(1) or real(self, *args))
+    result = call("checked")
+    assert checked == []
+    assert len(result.trace[0]) > 0
