@@ -69,10 +69,11 @@ class Sanitizer:
 
     def __init__(self, core):
         self.core = weakref.proxy(core)  # no cycle: the core is freed as soon as it is unused
-        size = core.ub.size  # the UB bytes, registers included
+        self.size = core.ub.size  # the UB bytes, registers included
         # the Ascend 950 orders V after V in hardware
         self.orders_v = core.product.kernel_path == "regbase"
-        self.initialised = np.zeros(size, dtype=bool)
+        self._initialised = None   # per UB byte: written (made on first use)
+        self._initialised_shared = False   # a snapshot's: copied before the first write
         self._ub = None        # the UB shadow (_shadow), made on first use
         self._saved_ub = None  # a restored snapshot's UB accesses, until the shadow is made
         self._used = set()     # the (pipe, is write) shadows holding any access
@@ -87,13 +88,28 @@ class Sanitizer:
         self._unchecked = None   # records a reused check passed, checked again when needed
         self._bounds = np.zeros(2, dtype=np.int64)
 
+    @property
+    def initialised(self):
+        """Per UB byte: whether anything has written it (read-only: it may be a snapshot's)."""
+        if self._unchecked is not None:
+            self._catch_up()
+        if self._initialised is None:
+            self._initialised = np.zeros(self.size, dtype=bool)
+        return self._initialised
+
+    def _written(self):
+        """`initialised`, to be written."""
+        initialised = self.initialised
+        if self._initialised_shared:
+            self._initialised, self._initialised_shared = initialised.copy(), False
+        return self._initialised
+
     def _shadow(self):
         """{(pipe, is write): the clock of that pipe's last write (read) of each UB byte}. A
         pipe's write stays after another's overwrites it: ordering is transitive (whoever knows
         the later write complete knows the earlier one), so it never clashes on its own."""
         if self._ub is None:
-            size = self.initialised.size
-            self._ub = {key: np.zeros(size, np.int32) for key in UB_ACCESSES}
+            self._ub = {key: np.zeros(self.size, np.int32) for key in UB_ACCESSES}
             for key, (index, at) in (self._saved_ub or {}).items():  # a restored check's
                 self._ub[key][index] = at
             self._saved_ub = None
@@ -157,7 +173,7 @@ class Sanitizer:
         if self._unchecked is not None:
             self._catch_up()
         self.pristine = False
-        self.initialised[start:start + nbytes] = True
+        self._written()[start:start + nbytes] = True
 
     def check(self, record):
         """Check a record before it executes."""
@@ -200,7 +216,8 @@ class Sanitizer:
         ub = self._saved_ub
         if self._ub is not None:
             ub = {key: _accessed(c) for key, c in self._ub.items()}
-        return (self.initialised.copy(), ub, {k: list(v) for k, v in self.gm.items()},
+        self._initialised_shared = True
+        return (self.initialised, ub, {k: list(v) for k, v in self.gm.items()},
                 self.clock, list(self.issued), [list(k) for k in self.known],
                 {k: [list(c) for c in v] for k, v in self.payloads.items()},
                 self.who if self._who_shared else dict(self.who), self.pristine)
@@ -208,7 +225,7 @@ class Sanitizer:
     def restore(self, state):
         (initialised, ub, gm, self.clock, issued, known, payloads, who,
          self.pristine) = state
-        self.initialised = initialised.copy()
+        self._initialised, self._initialised_shared = initialised, True
         self.gm = {k: list(v) for k, v in gm.items()}
         self.issued, self.known = list(issued), [list(k) for k in known]
         self.payloads = {k: [list(c) for c in v] for k, v in payloads.items()}
@@ -223,7 +240,7 @@ class Sanitizer:
         row = record.row
         op = row[OP]
         if op == OPCODES["Undefine"]:
-            self.initialised[row[DST]:row[DST] + row[SRC0]] = False
+            self._written()[row[DST]:row[DST] + row[SRC0]] = False
             return
         if op == OPCODES["GetValue"] or op == OPCODES["SetValue"]:
             lo, hi = int(row[DST]), int(row[DST] + row[SRC0])
@@ -235,14 +252,14 @@ class Sanitizer:
             self._check_ub(record, seq, S, slice(lo, hi), read, ~read)
             self._commit_ub(self._next_clock(record, seq, S), S, slice(lo, hi), read, ~read)
             if op == OPCODES["SetValue"]:
-                self.initialised[lo:hi] = True
+                self._written()[lo:hi] = True
             return
         if row[KIND] == EVENT:
             self._event(row)
             return
         pipe = int(row[PIPE])
-        self._bounds[:] = (self.initialised.size, 0)
-        read_flags, written_flags = _scratch(self.initialised.size)
+        self._bounds[:] = (self.size, 0)
+        read_flags, written_flags = _scratch(self.size)
         footprint(row, read_flags, written_flags, self._bounds)
         lo, hi = int(self._bounds[0]), int(self._bounds[1])
         try:
@@ -262,7 +279,7 @@ class Sanitizer:
             if gm_access is not None:
                 key, write, starts, ends = gm_access
                 self.gm.setdefault(key, []).append((clock, pipe, write, starts, ends))
-            self.initialised[lo:hi] |= written
+            self._written()[lo:hi] |= written
         finally:
             read_flags[lo:hi] = 0
             written_flags[lo:hi] = 0
