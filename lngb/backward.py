@@ -120,14 +120,15 @@ def choose_temp_bytes(shape, dtype, product, reuse, stack_buffer_size=None):
 
 def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input_gamma, *,
                             epsilon=1e-5, product="atlas-a2", is_reuse_source=False,
-                            stack_buffer_size=None, mode=None, trace=False, sat_mode=None):
+                            stack_buffer_size=None, mode=None, trace=False, sat_mode=None,
+                            div_sqrt=None):
     """Run LayerNormGrad on a fresh emulated core (its sample kernel: copy in, the API, copy
     out); returns a LayerNormGradResult with `.pd_x`, `.res_for_gamma`, `.tiling`, `.cost`,
     `.trace` (trace=True, or observed/checked mode) and `.core`.
 
     Shapes: dy, x [B, S, H]; variance, mean [B, S] (or [B, S, 1]); gamma [H]; all half or all
     float. `stack_buffer_size` (bytes) defaults to the largest buffer whose footprint fits;
-    `mode` None: $LNGB_MODE, else "fast".
+    `mode` None: $LNGB_MODE, else "fast"; `div_sqrt`: as AICore's (None: the product's).
     resForGamma feeds `lngb.emulate(input_dy, res_for_gamma, ...)` for pdGamma and pdBeta."""
     api = "emulate_layer_norm_grad"
     arrays = (input_dy, input_x, input_variance, input_mean, input_gamma)
@@ -137,7 +138,8 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
         resolved, mode_error = None, error
     warm = None
     if trace is False and resolved == "fast":   # a configuration run before: _replay_warm
-        warm = _setup_key(arrays, epsilon, product, is_reuse_source, stack_buffer_size, sat_mode)
+        warm = _setup_key(arrays, epsilon, product, is_reuse_source, stack_buffer_size, sat_mode,
+                          div_sqrt)
         result = None if warm is None else _replay_warm(arrays, warm)
         if result is not None:
             return result
@@ -151,7 +153,7 @@ def emulate_layer_norm_grad(input_dy, input_x, input_variance, input_mean, input
         raise mode_error
     mode = resolved
     core = AICore(get_product(product, api), "observed" if trace and mode == "fast" else mode,
-                  sat_mode=sat_mode)
+                  sat_mode=sat_mode, div_sqrt=div_sqrt)
     dtype, shape = input_dy.dtype, input_dy.shape
     key = (shape, dtype.str, core.product.name, stack_buffer_size, reuse)
     plan = PLANS.get(key)
@@ -262,7 +264,8 @@ class PreparedBackward:
                 results[h:2 * h])
 
 
-def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_mode, api=API):
+def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_mode, api=API,
+                     div_sqrt=None):
     """Checks the backward's inputs and sets up its run (PreparedBackward) in `mode`."""
     check_backward_inputs(api, arrays)
     dtype, (b, s, h) = arrays[0].dtype, arrays[0].shape
@@ -283,19 +286,20 @@ def prepare_backward(arrays, epsilon, product, block_dim, tile_rows, mode, sat_m
     gms = [(dy[a * row_bytes:(a + n) * row_bytes], x[a * row_bytes:(a + n) * row_bytes], params,
             outputs) for a, n in tiling.core_rows]
     ubs = schedule.core_ubs(tiling.block_dim, AICore.ub_bytes(product))
-    cores = [AICore(product, mode, sat_mode=sat_mode, _ub=ub) for ub in ubs]
+    cores = [AICore(product, mode, sat_mode=sat_mode, div_sqrt=div_sqrt, _ub=ub) for ub in ubs]
     return PreparedBackward(tiling, cores, gms, outputs, (b, s, h))
 
 
 def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, input_gamma, *,
                                 epsilon=1e-5, product="atlas-a2", block_dim=None,
                                 tile_rows=None, threads=None, mode=None, sat_mode=None,
-                                progress=False):
+                                progress=False, div_sqrt=None):
     """The whole LayerNorm backward on `block_dim` emulated cores over GM
     (lngb.kernels.backward): per tile of whole rows, LayerNormGrad then LayerNormGradBeta, and
     the cross-core reduction of pdGamma / pdBeta in the order of `emulate_operator`. Returns a
     BackwardResult: `.pd_x`, `.pd_gamma`, `.pd_beta`, `.tiling`, `.cores`, `.trace`, `.cost`.
-    Results do not depend on `threads` (default: the CPU count). `progress`: a progress bar on
+    Results do not depend on `threads` (default: the CPU count). `div_sqrt`: as AICore's (None:
+    the product's). `progress`: a progress bar on
     stderr while an observed run, or a configuration's first checked run, goes core by core.
     `lngb.debug.BackwardDebugger` steps through the same run."""
     api = API
@@ -303,7 +307,7 @@ def emulate_layer_norm_backward(input_dy, input_x, input_variance, input_mean, i
     threads = check_threads(api, threads)
     progress = check_flag(api, "progress", progress)
     run = prepare_backward((input_dy, input_x, input_variance, input_mean, input_gamma), epsilon,
-                           product, block_dim, tile_rows, mode, sat_mode)
+                           product, block_dim, tile_rows, mode, sat_mode, div_sqrt=div_sqrt)
     tiling = run.tiling
     plan = run_cores(api, ("LayerNorm backward", tiling), run, threads, progress,
                      lambda cores: check_gm(cores, run.gms, (WORKSPACE, OUTPUT), SLOT_NAMES,

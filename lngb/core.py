@@ -109,7 +109,8 @@ def _check_config(product, mode, sat_mode, reserved_bytes, div_sqrt):
     if product.saturation_only and not sat_mode:
         raise InvalidArgumentError(f"AICore: {product.name} supports saturation mode "
                                    "only (sat_mode=True)")
-    div_sqrt = check_choice("AICore", "div_sqrt", div_sqrt, DIV_SQRT)
+    div_sqrt = (product.div_sqrt if div_sqrt is None
+                else check_choice("AICore", "div_sqrt", div_sqrt, DIV_SQRT))
     if reserved_bytes is None:
         reserved_bytes = product.reserved_bytes
     reserved_bytes = check_int("AICore", "reserved_bytes", reserved_bytes, 0,
@@ -138,7 +139,8 @@ class Hook:
 class AICore:
     """One AI Core vector unit. `mode`: "fast", "observed" (trace) or "checked" (sanitizer);
     None: $LNGB_MODE, else "fast". `sat_mode`: None (the product's), True or False; `div_sqrt`:
-    "ieee" or "ftz" (DIV_SQRT)."""
+    how Div and Sqrt treat subnormals, None (the product's: "ftz" on the 950, whose intrinsics
+    flush them to zeros, else "ieee"), "ieee" or "ftz" (DIV_SQRT)."""
 
     @staticmethod
     def ub_bytes(product):
@@ -146,7 +148,7 @@ class AICore:
         return core_bytes(get_product(product).ub_size)
 
     def __init__(self, product="atlas-a2", mode=None, *, sat_mode=None, reserved_bytes=None,
-                 div_sqrt="ieee", _ub=None, _config=None, _observers=None):
+                 div_sqrt=None, _ub=None, _config=None, _observers=None):
         # _config: `core.config` of a core made with the same arguments (lngb.host caches it);
         # _observers: factories to attach instead of the mode's (MODE_OBSERVERS)
         self.config = _config or checked_config(product, resolve_mode("AICore", mode), sat_mode,

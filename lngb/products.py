@@ -16,6 +16,7 @@ class Product:
     clock_mhz: int
     vector_cores: int
     event_ids: int = 8
+    div_sqrt: str = "ieee"  # Div/Sqrt by default: "ftz", the 950's intrinsics (no subnormals)
 
     @property
     def usable_ub(self):
@@ -39,7 +40,8 @@ PRODUCTS = {
     # 310P AI Core: TOTAL_VEC_LOCAL_SIZE = 248K; saturation mode only.
     "atlas-inference": Product("atlas-inference", 2002, 256 * KIB, 8 * KIB, True, True, "common", 1060, 10),
     # Ascend 950: 256 KiB physical, 248 KiB usable by default.
-    "atlas-350": Product("atlas-350", 3510, 256 * KIB, 8 * KIB, False, False, "regbase", 1800, 72),
+    "atlas-350": Product("atlas-350", 3510, 256 * KIB, 8 * KIB, False, False, "regbase", 1800, 72,
+                         div_sqrt="ftz"),
 }
 
 # LayerNormGradBeta's and LayerNormGrad's support table (DOC; spec layernorm_grad.md §1.7): these

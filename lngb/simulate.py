@@ -161,15 +161,16 @@ def _copy(api, name, array):
 
 
 def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, mode=None,
-                    threads=None):
+                    threads=None, div_sqrt=None):
     """Run `kernel(*global_tensors)` once per core (see the module docstring); returns a
     SimulationResult whose `.outputs` are the outputs' final contents. `threads`: validated,
-    otherwise unused (the cores take turns in the calling thread)."""
+    otherwise unused (the cores take turns in the calling thread). `div_sqrt`: as AICore's
+    (None: the product's)."""
     api = "simulate_kernel"
     if threads is not None:
         check_int(api, "threads", threads, 1)
     run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim,
-                         resolve_mode(api, mode))
+                         resolve_mode(api, mode), div_sqrt)
     if run.block_dim == 1:
         rows = [_run_one(run)]
     else:
@@ -221,13 +222,13 @@ class PreparedKernel:
                                               for g, d in zip(self.gms, self.dtypes))))
 
 
-def prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode):
+def prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode, div_sqrt=None):
     """Checks simulate_kernel's arguments (`mode` resolved) and sets up its run."""
     if not callable(kernel):
         raise InvalidArgumentError(f"{api}: kernel must be callable, got {kernel!r}")
     block_dim = check_int(api, "block_dim", block_dim, 1, get_product(product).vector_cores)
     ins, outs = _arrays(api, inputs, outputs)
-    return PreparedKernel(kernel, AICore(product, mode), block_dim, ins, outs)
+    return PreparedKernel(kernel, AICore(product, mode, div_sqrt=div_sqrt), block_dim, ins, outs)
 
 
 def global_tensors(gms, dtypes):

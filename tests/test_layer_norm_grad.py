@@ -75,7 +75,8 @@ class Setup:
 
     def expected(self):
         return naive.layer_norm_grad(*self.data, self.epsilon,
-                                     regbase=self.product == "atlas-350", sat=self.core.sat_mode)
+                                     regbase=self.product == "atlas-350", sat=self.core.sat_mode,
+                                     ftz=self.core.div_sqrt == "ftz")
 
 
 # --- bit for bit against the oracle --------------------------------------------------------------
