@@ -30,7 +30,7 @@ from .core import AICore, resolve_mode
 from .errors import CapacityError, HazardError, InvalidArgumentError, name_core, warn
 from .observers.cost import CostModel
 from .products import get_product
-from .runtime.cache import Uncacheable, exact
+from .runtime.cache import Exact, Uncacheable, exact
 from .runtime.reads import kernel_key
 from .runtime.recording import (LIVE, PROGRAMS, ScalarAccess, pad_gms, program_key, read_only,
                                 record, run_program, runs_live)
@@ -197,7 +197,7 @@ class PreparedKernel:
         arrays = [a for a in ins if not isinstance(a, Scalar)] + outputs
         self.gms = [a.reshape(-1).view(np.uint8) for a in arrays]
         self.dtypes = [a.dtype for a in arrays]
-        self.scalars = tuple(a.key for a in ins if isinstance(a, Scalar))
+        self.scalars = Exact(a.key for a in ins if isinstance(a, Scalar))   # made exact already
         self.call = _with_scalars(kernel, ins)
         self._cores = None
 

@@ -127,6 +127,17 @@ def test_scalar_arguments_are_passed_and_keyed_by_value(mode):
         run(kernel, X, object())
 
 
+@pytest.mark.parametrize("value", [2.5, True, F32(3.0), np.dtype(np.float32), HardEvent.V_MTE3])
+def test_a_kernel_with_a_scalar_argument_of_any_keyed_type_is_replayed(value):
+    """Floats, bools, numpy scalars, dtypes and enums are keyed by value like ints: the second
+    call replays the first's recording (they ran live on every call)."""
+    def kernel(x, scalar, y):
+        scaled(x, y, 2.0)
+    calls = [lngb.simulate_kernel(kernel, X, value, outputs=[((64,), F32)]) for _ in range(2)]
+    assert calls[1].cores[0].last_program is calls[0].cores[0].last_program is not None
+    assert np.array_equal(calls[1].outputs[0], 2 * X)
+
+
 def branch_on_gm(x, y):
     """A host read of GM: the device cannot do this, so the kernel runs live."""
     scaled(x, y, 2.0 if x.array[0] > 0 else 3.0)
