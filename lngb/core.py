@@ -490,9 +490,14 @@ class AICore:
         return Exact((int(self.mask_mode), self.mask_high, self.mask_low, self.allocated, flags))
 
     def set_state(self, state):
-        mode, self.mask_high, self.mask_low, self.allocated, flags = state
+        mode, self.mask_high, self.mask_low, self.allocated, _ = state
         self.mask_mode = MASK_MODES[mode]
-        self.flags = {(HardEvent[e], i): n for (e, i), n in flags} if flags else {}
+        self.flags = self.flags_in(state)
+
+    @staticmethod
+    def flags_in(state):
+        """The pending SetFlags a `state()` holds: {(HardEvent, id): count}."""
+        return {(HardEvent[e], i): n for (e, i), n in state[4]} if state[4] else {}
 
     def start_recording(self, recorder):
         """Collect the rows issued from now on in `recorder` instead of retiring them; the

@@ -26,7 +26,6 @@ from .runtime.cache import SETUP_BYTES, Cache, plain_key
 from .simulate import run_on_core
 from .tensor import gm_bytes
 from .vector_ops import executor
-from .vector_ops.types import HardEvent
 
 REUSE_BUFFERS = ("input_dy", "res_for_gamma")
 EMULATE_SETUPS = Cache("emulate setups")
@@ -441,7 +440,7 @@ def check_plan(plan, cores, bar):
                 raise
             bar.update()
     for core, state in zip(cores, plan.end_states):
-        core.sanitizer.finish({(HardEvent[e], i): n for (e, i), n in state[4]})
+        core.sanitizer.finish(AICore.flags_in(state))
 
 
 def core_progress(api, mode, cores, enabled):

@@ -19,6 +19,7 @@ or UB) makes it run live. In fast mode several cores replay under the same key (
 once, replayed phase by phase between SyncAlls: _replay_cores). Either way a call gives the bits
 a live observed run gives.
 """
+import contextlib
 import threading
 from functools import partial
 
@@ -289,6 +290,7 @@ class CorePrograms:
         self.phases = [_phases(p.rows) for p in programs]
         self.touched = [_covering(p.rows) for p in programs]   # the UB ranges each may touch
         self.nbytes = sum(p.nbytes for p in programs) + 16 * sum(map(len, self.touched))
+        self.checked = False   # (checked mode) every core's records passed the sanitizer
 
 
 def _covering(rows):
@@ -339,8 +341,8 @@ def _replay_cores(run):
     phase (what the SyncAlls of a live run guarantee). (cores, rows) — the first core and
     functions making the others, which a replay needs only as UBs — or None for a live run."""
     first = run.first
-    if first.mode != "fast" or runs_live(first):
-        return None   # (checked mode checks every core live)
+    if first.mode == "observed" or runs_live(first):
+        return None
     try:
         key = run.key()
     except Uncacheable:
@@ -352,6 +354,8 @@ def _replay_cores(run):
             return None
     for message in dict.fromkeys(m for p in recorded.programs for m in p.warnings):
         warn(message)   # once per call, as one core's replay raises them
+    if first.mode == "checked":
+        return _checked_replay(run, recorded)
     ubs = [first.ub] + [_fresh_ub(first.ub.size, touched) for touched in recorded.touched[1:]]
     padded = pad_gms(run.gms)
     for phase in range(len(recorded.phases[0])):
@@ -363,6 +367,40 @@ def _replay_cores(run):
                        ub, touched, program in zip(ubs[1:], recorded.touched[1:],
                                                    recorded.programs[1:])]
     return cores, [p.rows for p in recorded.programs]
+
+
+def _checked_replay(run, recorded):
+    """Checked mode: every core's records through its sanitizer, phase by phase as the cores'
+    turns go, once per recording (later calls reuse the verdict: the records do not depend on
+    the data), then the replay on the run's cores, each with its program's records as its
+    trace."""
+    cores, programs = run.cores, recorded.programs
+    if recorded.checked:
+        for core, program in zip(cores, programs):
+            core.sanitizer.catch_up_later(program.records)
+    else:
+        ends = [np.cumsum([len(rows) for rows in phases]) for phases in recorded.phases]
+        for phase in range(len(recorded.phases[0])):
+            for c, (core, program) in enumerate(zip(cores, programs)):
+                first = int(ends[c][phase - 1]) if phase else 0
+                try:
+                    for record in program.records[first:int(ends[c][phase])]:
+                        core.sanitizer.check_record(record, record.seq)
+                except BaseException as err:   # the caller learns which core
+                    name_core(err, c, run.block_dim, "simulate_kernel")
+                    raise
+        for core, program in zip(cores, programs):
+            core.sanitizer.finish(AICore.flags_in(program.end_state))
+        recorded.checked = True
+    padded = pad_gms(run.gms)
+    for phase in range(len(recorded.phases[0])):
+        for core, phases in zip(cores, recorded.phases):
+            executor.execute(core.ub, padded, phases[phase])
+    for core, program in zip(cores, programs):
+        core.retired_in_bulk(len(program.rows), program.end_state)
+        core.last_program = program
+        core.trace = list(program.records)
+    return cores, [p.rows for p in programs]
 
 
 def _record_cores(run, key):
@@ -399,8 +437,12 @@ def _run_cores(run):
             if record.name == "SyncAll":
                 turns.sync(c)
         hook = cores[c].register_hook(retire)
+        # the GM tensors in their slots, as a recording has them (more than fit stay unbound)
+        bound = (cores[c].binding(pad_gms(run.gms)) if len(run.gms) <= GM_SLOTS
+                 else contextlib.nullcontext())
         try:
-            run.body(c)()
+            with bound:
+                run.body(c)()
         finally:
             hook.remove()
 

@@ -8,7 +8,7 @@ import pytest
 import lngb
 from lngb import HazardError
 from lngb.kernels import pipe
-from lngb.vector_ops import HardEvent
+from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
 from lngb.vector_ops.program import SCALAR, SCALAR_AT
 
 from test_layer_norm_grad import inputs as backward_inputs
@@ -123,3 +123,53 @@ def test_the_check_of_a_configuration_is_reused_not_redone(monkeypatch, call):
     result = call("checked")
     assert checked == []
     assert len(result.trace[0]) > 0
+
+
+# --- a user's multi-core kernel (simulate_kernel) -----------------------------------------------
+
+def neighbours(x, skip_wait, out):
+    """Core k copies its block out, SyncAll, then doubles its neighbour's block."""
+    k, n = lngb.GetBlockIdx(), lngb.GetBlockNum()
+    buf = lngb.current_core().alloc(8, F32)
+    DataCopy(buf, x[8 * k], 8)
+    SetFlag(HardEvent.MTE2_MTE3, 0)
+    WaitFlag(HardEvent.MTE2_MTE3, 0)
+    DataCopy(out[8 * k], buf, 8)
+    SyncAll()
+    DataCopy(buf, out[8 * ((k + 1) % n)], 8)
+    SetFlag(HardEvent.MTE2_V, 0)
+    if not (skip_wait and k == 2):
+        WaitFlag(HardEvent.MTE2_V, 0)
+    Add(buf, buf, buf, 8)
+    SetFlag(HardEvent.V_MTE3, 0)
+    WaitFlag(HardEvent.V_MTE3, 0)
+    DataCopy(out[8 * (n + k)], buf, 8)
+
+
+def simulate(mode, skip_wait=False):
+    x = np.arange(32, dtype=F32)
+    return lngb.simulate_kernel(neighbours, x, skip_wait, outputs=[((64,), F32)], block_dim=4,
+                                mode=mode)
+
+
+def test_a_user_kernels_checked_traces_are_the_live_runs_and_its_check_is_reused(monkeypatch):
+    from lngb.observers.sanitizer import Sanitizer
+    live = simulate("observed")
+    for _ in range(2):
+        checked = simulate("checked")
+        assert_same_traces(checked.trace, live.trace)
+        assert np.array_equal(checked.outputs[0], live.outputs[0])
+    calls = []
+    real = Sanitizer.check_record
+    monkeypatch.setattr(Sanitizer, "check_record",
+                        lambda self, *args: calls.append(1) or real(self, *args))
+    assert np.array_equal(simulate("checked").outputs[0], live.outputs[0])
+    assert calls == []
+
+
+def test_a_user_kernels_missing_flag_is_refused_on_every_checked_call():
+    for _ in range(2):
+        with pytest.raises(HazardError, match="RAW hazard.*Add.*MTE2_V") as caught:
+            simulate("checked", skip_wait=True)
+        assert caught.value.block_idx == 2
+    simulate("fast", skip_wait=True)
