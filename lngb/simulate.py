@@ -15,9 +15,10 @@ checked mode a one-core kernel with at most four GM tensors is recorded once per
 and dtypes, the scalar arguments' values, and the values of everything its code reads from
 Python: runtime.reads) and replayed; a kernel reading anything with no value-exact key runs
 afresh on every call. Data read in Python (a GetValue's value used in Python, a host read of GM
-or UB) makes it run live. In fast mode several cores replay under the same key (each recorded
-once, replayed phase by phase between SyncAlls: _replay_cores). Either way a call gives the bits
-a live observed run gives.
+or UB) makes it run live. Several cores replay under the same key (each recorded once, replayed
+phase by phase between SyncAlls: _replay_cores); in checked mode every core's records pass its
+sanitizer, phase by phase, once per recording (_checked_replay). Either way a call gives the
+bits a live observed run gives.
 """
 import contextlib
 import threading
