@@ -423,16 +423,17 @@ def test_a_recorded_programs_nbytes_counts_what_it_holds_and_the_heaps_overhead(
     assert held <= program.nbytes <= 1.5 * held, (program.nbytes, held)
 
 
-def test_an_operator_plans_nbytes_counts_what_it_holds_and_the_heaps_overhead():
+@pytest.mark.parametrize("mode", ["fast", "checked"])   # a checked plan keeps trace records
+def test_an_operator_plans_nbytes_counts_what_it_holds_and_the_heaps_overhead(mode):
     x = np.ones((1, 16, 128), F32)
-    lngb.emulate_operator(x, x, block_dim=8)   # compiled, a spare UB block of 8 cores kept (lock
-    # step): only the new shape's plan is new below
+    lngb.emulate_operator(x, x, block_dim=8, mode=mode)   # compiled, a spare UB block of 8
+    # cores kept (lock step): only the new shape's plan is new below
     dy = np.ones((1, 64, 256), F32)
 
     def plans():
         return lngb.cache_info().get("operator plans", (0, 0))[1]
     before = plans()
-    _, held = traced_bytes(lambda: lngb.emulate_operator(dy, dy, block_dim=8) and None)
+    _, held = traced_bytes(lambda: lngb.emulate_operator(dy, dy, block_dim=8, mode=mode) and None)
     counted = plans() - before
     assert held <= counted + 4096 <= 1.5 * held, (counted, held)   # 4096: its tiling's entry
 

@@ -141,6 +141,7 @@ def walk_order(row, address, size, blk, rep):
             if lane_active(row, r, e, epr)]
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_prefix_lengths_of_every_mask_word_without_overflow():
     """walk.prefix_length: k for a word of the k lowest bits, else -1; never an integer overflow
     (2**63 - 1 + 1 overflowed int64, a warning in pure Python: an error in numpy's raise mode)."""
@@ -566,6 +567,7 @@ def test_a_warm_call_makes_its_core_when_asked_and_observers_of_fast_cores_see_i
     assert np.array_equal(watched.pd_gamma, first.pd_gamma)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_the_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
     """The second call of a configuration runs none of the general path; other inputs, modes
     and arguments take the general path again (sample_kernel), with their own results."""
@@ -655,6 +657,7 @@ def test_a_warm_layer_norm_grad_gives_the_bits_state_and_warnings_of_an_observed
         assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_the_layer_norm_grad_warm_path_is_taken_and_only_where_it_applies(monkeypatch):
     from lngb import backward
     arrays = layer_norm_grad_inputs(F32)
@@ -778,6 +781,7 @@ def test_a_budget_that_holds_one_program_records_it_once(monkeypatch):
         lngb.set_cache_limit(before)
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_a_result_cannot_change_the_program_later_calls_replay():
     """result.rows is the cached program's rows, read-only: writing to them raises, and later
     calls give the same bits (simulate_kernel's rows too)."""

@@ -282,6 +282,7 @@ def test_several_cores_replay_phase_by_phase_with_observed_bits():
         SCALE = 2.0
 
 
+@pytest.mark.lngb(mode="fast")   # about fast mode, or data a checked run refuses
 def test_several_cores_reading_data_in_python_run_live():
     def kernel(x, out):
         scaled(x, out, 2.0 if x.array[0] > 0 else 3.0)   # every core writes the same: fine

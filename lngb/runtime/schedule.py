@@ -34,7 +34,7 @@ from .recording import pad_gms
 PLANS = Cache("operator plans")
 LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/README.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
-RECORD_BYTES = 400  # a kept trace record with its operands, about
+RECORD_BYTES = 700  # a kept trace record with its operands (tracemalloc: about 670)
 SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
 _SPARE_BLOCKS, _SPARE_LOCK = [], threading.Lock()
 
