@@ -12,6 +12,9 @@ from .products import PRODUCTS
 from .kernels.tiling import (LayerNormGradBetaTiling, GetLayerNormGradBetaMaxMinTmpSize,
                              GetLayerNormGradBetaNDTilingInfo, LayerNormGradTiling,
                              GetLayerNormGradMaxMinTmpSize, GetLayerNormGradNDTilingInfo)
+from .kernels.layer_norm_tiling import (LayerNormTiling, LayerNormSeparateTiling,
+                                        GetLayerNormMaxMinTmpSize, GetLayerNormNDTilingInfo,
+                                        GetLayerNormNDTillingInfo)
 from . import vector_ops
 from .kernels.layer_norm_grad_beta import LayerNormGradBeta
 from .kernels.layer_norm_grad import LayerNormGrad, LayerNormGradShapeInfo

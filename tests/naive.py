@@ -762,3 +762,37 @@ def layer_norm_grad_regbase_reuse_state(dy, x, variance, mean, gamma, epsilon):
     x2, x3, _, _, _ = _layer_norm_grad_rows(dy, x, variance, mean, gamma, epsilon, True, False,
                                             None)
     return x3[-1], x2[-1]
+
+
+# --- LayerNorm (forward) form-1 host tiling (spec layernorm.md §3.3), for shapes that never wrap --
+
+def layer_norm_tiling(b, s, h, original_h, stack_buffer_size, type_size, reuse):
+    """{field: value} of GetLayerNormNDTilingInfo, or None where CANN sets nothing (no row fits),
+    for buffers at or above the mean/variance scratch (no uint32 wrap)."""
+    bsh, bs = b * s * h, b * s
+    nbuf = 2 if (reuse and type_size == 4) else 3
+    mvs = math.ceil(bs / 8) * 8
+    mv_total = 0 if type_size == 4 else 2 * mvs
+    tmp = stack_buffer_size // 4
+    one = min((tmp - mv_total) // nbuf // h * h, bsh)
+    if one == 0:
+        return None
+    tail = bsh % one
+    return dict(bLength=b, sLength=s, hLength=h, originalHLength=original_h, inputXSize=bsh,
+                meanVarSize=bs, numberOfTmpBuf=nbuf, meanTmpTensorPos=0, meanTmpTensorSize=mvs,
+                varianceTmpTensorPos=mvs, varianceTmpTensorSize=mvs, tmpBufSize=tmp,
+                oneTmpSize=one, firstTmpStartPos=mv_total, secondTmpStartPos=mv_total + one,
+                thirdTmpStartPos=mv_total + 2 * one, loopRound=bsh // one, inputRoundSize=one,
+                inputTailSize=tail, inputTailPos=bsh - tail, meanVarRoundSize=one // h,
+                meanVarTailSize=tail // h, meanVarTailPos=bs - tail // h, bshCurLength=one,
+                bsCurLength=one // h,
+                lastDimValueBack=float(np.float32(1.0) / np.float32(original_h)))
+
+
+def layer_norm_max_min(b, s, h, type_size, reuse):
+    """(max, min) bytes of form 1's GetLayerNormMaxMinTmpSize (spec §3.3)."""
+    def up32(n):
+        return math.ceil(n / 32) * 32
+    mv, inp, hd = up32(4 * b * s), up32(4 * b * s * h), up32(4 * h)
+    n = 2 if (reuse and type_size == 4) else 3
+    return n * inp + 2 * mv, n * hd + 2 * mv

@@ -24,15 +24,16 @@ _U32 = 0xFFFFFFFF  # CANN computes every field in uint32_t; `& _U32` emulates it
 
 
 class _Struct:
-    """A tiling struct of uint32 fields, as the kernel reads it: little-endian, no padding."""
+    """A tiling struct of uint32 fields and fp32 ones (annotated `float`), as the kernel reads
+    it: little-endian, no padding."""
 
     @classmethod
     def _format(cls):
-        return f"<{len(dataclasses.fields(cls))}I"
+        return "<" + "".join("f" if f.type == "float" else "I" for f in dataclasses.fields(cls))
 
     def to_bytes(self) -> bytes:
         """The little-endian struct the kernel reads (4 bytes per field, in field order)."""
-        values = [_uint32(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+        values = [_field(f, f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
         return struct.pack(self._format(), *values)
 
     @classmethod
@@ -48,7 +49,7 @@ class _Struct:
                 f"{name}.from_bytes needs a bytes-like object, got {type(b).__name__}") from None
         if view.nbytes != size:  # before copying: a huge view would be copied whole
             raise InvalidArgumentError(f"{name}.from_bytes needs exactly {size} bytes "
-                                       f"({size // 4} uint32), got {view.nbytes}")
+                                       f"({size // 4} fields of 4 bytes), got {view.nbytes}")
         return cls(*struct.unpack(cls._format(), view.tobytes()))
 
     @classmethod
@@ -61,10 +62,21 @@ class _Struct:
                                        f"{type(tiling).__name__}")
         fields = dataclasses.fields(cls)
         values = [getattr(tiling, f.name) for f in fields]
-        if all(type(v) is int and 0 <= v <= _U32 for v in values):
-            return tiling   # plain uint32s already (what the host functions return)
-        return cls(*(_uint32(f"{api}: tiling.{f.name}", v)
-                     for f, v in zip(fields, values)))
+        if all(type(v) is int and 0 <= v <= _U32 or f.type == "float" and type(v) is float
+               for f, v in zip(fields, values)):
+            return tiling   # plain values already (what the host functions return)
+        return cls(*(_field(f, f"{api}: tiling.{f.name}", v) for f, v in zip(fields, values)))
+
+
+def _field(field, name, value):
+    """A struct field's value checked: a uint32, or for a `float` field a real number (as the
+    fp32 nearest to it, what the kernel reads)."""
+    if field.type != "float":
+        return _uint32(name, value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
+        raise InvalidArgumentError(f"{name} must be a real number (an fp32), got {value!r}")
+    return float(np.float32(value))
 
 
 @dataclasses.dataclass
