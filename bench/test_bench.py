@@ -17,7 +17,7 @@ COLD_START = ("import numpy as np, lngb; x = np.arange(64, dtype=np.float32).res
 def warm_caches():
     """Run COLD_START once, so that what a user's second run of Python finds cached is cached:
     Numba's kernels and Python's bytecode. The warm-up writes bytecode even where
-    PYTHONDONTWRITEBYTECODE is set (it is on the machines of bench/README.md: every start then
+    PYTHONDONTWRITEBYTECODE is set (it is on the machines of bench/HISTORY.md: every start then
     compiled lngb's modules from source, 0.2 s); the timed runs keep the environment as it is."""
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-c", COLD_START], check=True, env=environment)
