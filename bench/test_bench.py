@@ -111,7 +111,7 @@ def test_backward_breakdown_runs(capsys):
 
 
 def readme_kernel(x, y):
-    """The README's one-core kernel (Testing your own kernel), each core its share."""
+    """The one-core kernel of docs/testing.md, each core its share."""
     import numpy as np
     import lngb
     from lngb.vector_ops import DataCopy, HardEvent, Muls, SetFlag, WaitFlag
@@ -139,5 +139,5 @@ def test_a_user_kernel_on_one_and_four_cores(benchmark, block_dim):
         return lngb.simulate_kernel(readme_kernel, x, outputs=[((256,), np.float32)],
                                     block_dim=block_dim)
     call()
-    benchmark.group = "simulate_kernel, the README's kernel"
+    benchmark.group = "simulate_kernel, the kernel of docs/testing.md"
     benchmark(call)
