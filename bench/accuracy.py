@@ -1,6 +1,6 @@
 """emulate_operator against a float64 oracle: the error bound of its order of additions and the
 error measured; emulate_layer_norm_backward against PyTorch's closed form in float64: the error
-measured against the README's tolerance (README, "Accuracy").
+measured against the tests' tolerance (docs/api/backward.md, "Accuracy").
 
     python bench/accuracy.py [B S H]            (default 8 1024 4096)
     python bench/accuracy.py --backward [B S H] (default 4 64 256)
@@ -73,7 +73,7 @@ def float64_backward(dy, x, variance, mean, gamma, epsilon):
     return grad_input, x_hat, (dy * x_hat).sum((0, 1)), dy.sum((0, 1))
 
 
-# README "Accuracy": pdX error <= row_max * max|pdX of the row| + elem * |pdX|; resForGamma
+# docs/api/backward.md, "Accuracy": pdX error <= row_max * max|pdX of the row| + elem * |pdX|; resForGamma
 # relative error <= rfg (spec layernorm_grad.md §7.4)
 TOLERANCE = {np.float32: (1e-5, 1e-5, 1e-6), np.float16: (2e-3, 1e-3, 1e-3)}
 

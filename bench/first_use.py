@@ -29,7 +29,7 @@ lngb.emulate_layer_norm_backward(b, b.copy(), np.ones((2, 16, 1), np.float32),
                                  np.zeros((2, 16, 1), np.float32), np.ones(128, np.float32),
                                  product="atlas-350")
 """
-# a new element-wise instruction (its lane in a module of its own, as the README shows), timed
+# a new element-wise instruction (its lane in a module of its own, as docs/design.md shows), timed
 # from registering it to the end of its first call
 LANE_MODULE = """import numba
 

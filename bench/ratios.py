@@ -1,4 +1,4 @@
-"""Print the emulator / numpy-golden time ratios (medians), as the README quotes them.
+"""Print the emulator / numpy-golden time ratios (medians), as bench/HISTORY.md quotes them.
 
     python bench/ratios.py
 """
@@ -20,7 +20,7 @@ def median_us(func, repeat=15):
 def medians_us(*funcs, repeat=15):
     """Each function's median time a call (µs), over `repeat` rounds of ~20 ms each, the
     functions' rounds alternating: the host's speed drifts by up to 2x within minutes
-    (bench/README.md), and alternating puts the drift on every function alike, where timing one
+    (bench/HISTORY.md), and alternating puts the drift on every function alike, where timing one
     function's rounds and then the other's put it on their ratio."""
     numbers = []
     for func in funcs:

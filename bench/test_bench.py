@@ -17,7 +17,7 @@ COLD_START = ("import numpy as np, lngb; x = np.arange(64, dtype=np.float32).res
 def warm_caches():
     """Run COLD_START once, so that what a user's second run of Python finds cached is cached:
     Numba's kernels and Python's bytecode. The warm-up writes bytecode even where
-    PYTHONDONTWRITEBYTECODE is set (it is on the machines of bench/README.md: every start then
+    PYTHONDONTWRITEBYTECODE is set (it is on the machines of bench/HISTORY.md: every start then
     compiled lngb's modules from source, 0.2 s); the timed runs keep the environment as it is."""
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-c", COLD_START], check=True, env=environment)
@@ -111,7 +111,7 @@ def test_backward_breakdown_runs(capsys):
 
 
 def readme_kernel(x, y):
-    """The README's one-core kernel (Testing your own kernel), each core its share."""
+    """The one-core kernel of docs/testing.md, each core its share."""
     import numpy as np
     import lngb
     from lngb.vector_ops import DataCopy, HardEvent, Muls, SetFlag, WaitFlag
@@ -139,5 +139,5 @@ def test_a_user_kernel_on_one_and_four_cores(benchmark, block_dim):
         return lngb.simulate_kernel(readme_kernel, x, outputs=[((256,), np.float32)],
                                     block_dim=block_dim)
     call()
-    benchmark.group = "simulate_kernel, the README's kernel"
+    benchmark.group = "simulate_kernel, the kernel of docs/testing.md"
     benchmark(call)

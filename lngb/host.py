@@ -274,7 +274,7 @@ def replay_fresh(config, key, gms):
     cached, or when fresh cores of this mode have observers (they need a core to watch). For a
     call whose checks an earlier call of the same configuration passed: nothing is checked,
     built or recorded again, and no core is made (that and its replay bookkeeping were a fifth
-    of a warm call: bench/README.md)."""
+    of a warm call: bench/HISTORY.md)."""
     program = recording.PROGRAMS.get(key)
     product, mode = config[:2]
     if program is None or MODE_OBSERVERS[mode]:

@@ -31,7 +31,7 @@ from .kernels.operator_tiling import COL_QUANTUM, check_h, operator_tiling
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
 from .runtime import schedule
 
-PLOT_INSTALL = 'pip install -e ".[plot]"'   # as the README says
+PLOT_INSTALL = 'pip install -e ".[plot]"'   # as docs/tiling-and-cost.md says
 
 
 @dataclass

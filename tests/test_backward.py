@@ -125,7 +125,7 @@ def float64_backward(dy, x, variance, mean, gamma, epsilon):
     return grad_input, x_hat, (dy * x_hat).sum((0, 1)), dy.sum((0, 1))
 
 
-# The tolerances of README "Accuracy" (spec §7.4): about 50x (float) / 4x (half) the error
+# The tolerances of docs/api/backward.md, "Accuracy" (spec §7.4): about 50x (float) / 4x (half) the error
 # measured against this reference, per element relative to its row's largest |pdX|.
 TOLERANCE = {F32: (1e-5, 1e-5, 1e-6), F16: (2e-3, 1e-3, 1e-3)}
 

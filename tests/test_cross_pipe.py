@@ -22,7 +22,7 @@ def sync(event, event_id=0):
 
 
 def double(x, y, skip=()):
-    """The README's kernel; `skip` names the events left out."""
+    """The kernel of docs/testing.md; `skip` names the events left out."""
     ub = lngb.current_core().alloc(x.size, F32)
     DataCopy(ub, x, x.size)
     if "MTE2_V" not in skip:

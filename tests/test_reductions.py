@@ -79,7 +79,7 @@ def test_golden(golden, mode):
 
 # =============================================================================================
 # Reductions in saturation mode where a group has one active lane: the lone lane passes the
-# tree unchanged, but every half result is stored saturated (README fidelity notes)
+# tree unchanged, but every half result is stored saturated (docs/fidelity.md)
 
 
 LONE_LANE_MASKS = {  # every output group gets exactly one active lane

@@ -18,7 +18,7 @@ MODES = ("fast", "checked", "observed")
 
 
 def scaled(x, y, scale):
-    """y = x * scale through the UB, as the README's kernel."""
+    """y = x * scale through the UB, as the kernel of docs/testing.md."""
     ub = lngb.current_core().alloc(x.size, F32)
     DataCopy(ub, x, x.size)
     SetFlag(HardEvent.MTE2_V, 0)

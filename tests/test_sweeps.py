@@ -209,7 +209,7 @@ def test_fitted_range_is_not_from_zero_for_a_narrow_span():
     assert 6.9 < lo < 7 < hi < 7.1
 
 
-def test_plot_without_matplotlib_stops_before_sweeping_with_the_readmes_command(
+def test_plot_without_matplotlib_stops_before_sweeping_with_the_docs_command(
         monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib fails
     called = []
@@ -217,8 +217,8 @@ def test_plot_without_matplotlib_stops_before_sweeping_with_the_readmes_command(
     assert main(["sweep", "--shape", "1,8,64", "--quiet", "--plot", str(tmp_path / "p.png")]) == 2
     err = capsys.readouterr().err
     assert not called and 'pip install -e ".[plot]"' in err
-    assert 'pip install -e ".[plot]"' in (pathlib.Path(__file__).parent.parent
-                                          / "README.md").read_text()
+    assert 'pip install -e ".[plot]"' in (pathlib.Path(__file__).parent.parent / "docs"
+                                          / "tiling-and-cost.md").read_text()
 
 
 def test_a_plot_is_written(tmp_path, capsys):

@@ -348,7 +348,7 @@ class _SharedPort:
 
 
 def constants_table():
-    """Markdown table of every constant with its source (for the README and the CLI)."""
+    """Markdown table of every constant with its source (for the docs and the CLI)."""
     lines = ["| constant | value | source |", "|---|---|---|"]
     for name, c in CONSTANTS.items():
         mark = " (UNCONFIRMED)" if c.unconfirmed else ""

@@ -32,7 +32,7 @@ from .cache import ALSO_CLEARED, Cache, cache_key, held_bytes
 from .recording import pad_gms
 
 PLANS = Cache("operator plans")
-LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/README.md)
+LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/HISTORY.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
 RECORD_BYTES = 700  # a kept trace record with its operands (tracemalloc: about 670)
 SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
@@ -310,7 +310,7 @@ def lockstep_width(rows):
     one phase's distinct steps, each once) average fewer than SHORT_ROW elements, else 1. Lock
     step pays the executor's fixed cost per row (~15 ns, the work of ~300 lanes) once for all of
     them, but multiplies the UB bytes a job keeps in the host's caches: it pays for short rows
-    (the 950's 64-lane register ops), not for tiles of thousands of lanes (bench/README.md,
+    (the 950's 64-lane register ops), not for tiles of thousands of lanes (bench/HISTORY.md,
     lock-step replay)."""
     flat = rows[(rows[:, KIND] == ELEMENTWISE) & (rows[:, FLAT] >= 0), FLAT]
     return LOCKSTEP if len(flat) and flat.mean() < SHORT_ROW else 1
