@@ -16,7 +16,7 @@ from .vector_ops.walk import copy_bytes
 
 _LNGB_DIR = os.path.dirname(os.path.abspath(__file__))
 _INTERNAL = tuple(os.path.join(_LNGB_DIR, name) for name in (
-    "core.py", "tensor.py", "record.py", os.path.join("kernels", "pipe.py")))
+    "core.py", "tensor.py", "record.py", "simulate.py", os.path.join("kernels", "pipe.py")))
 _LAYERS = tuple(os.path.join(_LNGB_DIR, d) + os.sep for d in ("vector_ops", "runtime"))
 DTYPE_NAMES = {P.F32: "f32", P.F16: "f16"}
 _SHOWN_NAMES = {}  # code file -> how a record shows it (None: inside the machine)

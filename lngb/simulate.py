@@ -31,6 +31,7 @@ from .arguments import check_int
 from .core import AICore, resolve_mode
 from .errors import CapacityError, HazardError, InvalidArgumentError, name_core, warn
 from .observers.cost import CostModel
+from .observers.gm_check import check_gm
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable, exact
 from .runtime.reads import kernel_key
@@ -184,7 +185,22 @@ def simulate_kernel(kernel, *inputs, outputs, product="atlas-a2", block_dim=1, m
     for core in cores:
         if core.sanitizer is not None:
             core.sanitizer.finish(core.flags)
+    if run.block_dim > 1 and run.first.mode == "checked":
+        _check_gm_across_cores(run)
     return SimulationResult(run.outputs, cores, rows)
+
+
+def _check_gm_across_cores(run):
+    """Checked mode: GM bytes one core writes and another reads or writes between the same
+    SyncAlls are a HazardError (gm_check.check_gm, from the cores' traces), when the GM tensors
+    fit the slots a row names (more run unbound, and their rows do not say which)."""
+    if len(run.gms) > GM_SLOTS:
+        return
+    inputs = len(run.gms) - len(run.outputs)
+    names = [f"input {k}" for k in range(inputs)] + [f"output {k}"
+                                                     for k in range(len(run.outputs))]
+    check_gm(run.cores, [run.gms] * run.block_dim, range(len(run.gms)), names,
+             inputs=[(slot, 0, gm.size) for slot, gm in enumerate(run.gms)])
 
 
 class PreparedKernel:
@@ -392,6 +408,8 @@ def _checked_replay(run, recorded):
                     raise
         for core, program in zip(cores, programs):
             core.sanitizer.finish(AICore.flags_in(program.end_state))
+            core.trace = list(program.records)
+        _check_gm_across_cores(run)
         recorded.checked = True
     padded = pad_gms(run.gms)
     for phase in range(len(recorded.phases[0])):

@@ -173,3 +173,35 @@ def test_a_user_kernels_missing_flag_is_refused_on_every_checked_call():
             simulate("checked", skip_wait=True)
         assert caught.value.block_idx == 2
     simulate("fast", skip_wait=True)
+
+
+def one_writes_another_reads(x, sync, out):
+    """Core 0 copies x to out; core 1 reads out back, after a SyncAll or not."""
+    buf = lngb.current_core().alloc(8, F32)
+    if lngb.GetBlockIdx() == 0:
+        DataCopy(buf, x, 8)
+        SetFlag(HardEvent.MTE2_MTE3, 0)
+        WaitFlag(HardEvent.MTE2_MTE3, 0)
+        DataCopy(out, buf, 8)
+    if sync:
+        SyncAll()
+    if lngb.GetBlockIdx() == 1:
+        DataCopy(buf, out, 8)
+
+
+@pytest.mark.parametrize("mode", ["checked", "checked-live"])
+def test_a_user_kernel_reading_gm_another_core_writes_needs_a_sync_all(mode, monkeypatch):
+    """Across cores, GM bytes one core writes and another reads between the same SyncAlls are a
+    HazardError in checked mode, on the first call and on a replay; a SyncAll between is clean."""
+    if mode == "checked-live":   # a kernel with a host read runs live
+        from lngb import simulate
+        monkeypatch.setattr(simulate, "_replay_cores", lambda run: None)
+    x = np.arange(8, dtype=F32)
+    for _ in range(2):
+        with pytest.raises(HazardError, match="core 1 .* reads GM output 0 bytes \\[0, 32\\) that "
+                                              "core 0 writes"):
+            lngb.simulate_kernel(one_writes_another_reads, x, False, outputs=[((8,), F32)],
+                                 block_dim=2, mode="checked")
+        lngb.simulate_kernel(one_writes_another_reads, x, True, outputs=[((8,), F32)],
+                             block_dim=2, mode="checked")
+    lngb.simulate_kernel(one_writes_another_reads, x, False, outputs=[((8,), F32)], block_dim=2)

@@ -19,18 +19,14 @@ def check_gm(cores, gms, shared, slot_names, inputs=()):
     shared bytes no core has written, except the (slot, start, end) byte ranges of `inputs` (the
     host's data in a shared slot). `gms[c]` are core c's GM buffers by slot (the shared ones the
     same arrays for every core)."""
-    phases = []
-    for core in cores:
-        cut = next((i + 1 for i, r in enumerate(core.trace) if r.name == "SyncAll"),
-                   len(core.trace))
-        phases.append((core.trace[:cut], core.trace[cut:]))
+    phases = [_phases(core.trace) for core in cores]
     written = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
     for slot, start, end in inputs:
         written[slot][start:end] = True
-    for phase in range(2):
+    for phase in range(max(map(len, phases))):
         writer = {slot: np.full(gms[0][slot].size, -1, np.int32) for slot in shared}
         for c in range(len(cores)):
-            for write, slot, bursts, record in gm_accesses(phases[c][phase]):
+            for write, slot, bursts, record in gm_accesses(_phase(phases[c], phase)):
                 if write and slot not in shared:
                     raise HazardError(f"core {c} #{record.seq} {record.name} writes its "
                                       f"{slot_names[slot]} input GM")
@@ -47,7 +43,7 @@ def check_gm(cores, gms, shared, slot_names, inputs=()):
                     other[:] = c
         for c in range(len(cores)):  # reads, in the core's order
             own = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
-            for write, slot, bursts, record in gm_accesses(phases[c][phase]):
+            for write, slot, bursts, record in gm_accesses(_phase(phases[c], phase)):
                 if slot not in shared:
                     continue
                 for a, b in bursts:
@@ -66,3 +62,17 @@ def check_gm(cores, gms, shared, slot_names, inputs=()):
                             f"bytes [{a}, {b}) that no core has written before")
         for slot in shared:
             written[slot] |= writer[slot] >= 0
+
+
+def _phases(records):
+    """A core's records cut after each SyncAll."""
+    phases, start = [], 0
+    for i, record in enumerate(records):
+        if record.name == "SyncAll":
+            phases.append(records[start:i + 1])
+            start = i + 1
+    return phases + [records[start:]]
+
+
+def _phase(phases, k):
+    return phases[k] if k < len(phases) else ()
