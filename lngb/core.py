@@ -165,6 +165,7 @@ class AICore:
         self.seq = 0
         self.trace = []
         self.recorder = None       # the dry run in progress (runtime.recording)
+        self.seq_base = 0          # (while recording) the trace's records before the recording's
         self.scalar_reads = 0      # GetValues so far: they take the scalar registers in turn
         self.last_issued = None    # the row of the last issue (runtime.memo keeps it)
         self.last_program = None   # the program the last replay executed
@@ -450,11 +451,16 @@ class AICore:
         the kernel run live (recording.ScalarAccess)."""
         size = tensor.dtype.itemsize
         serial, self.scalar_reads = self.scalar_reads, self.scalar_reads + 1
-        register = self.ub_size + VREG_COUNT * VREG_BYTES + 4 * (serial % SCALAR_REGISTERS)
+        register = self.scalar_register(serial)
         issue_event(self, "GetValue", tensor.address + index * size, size, register)
         if self.recorder is not None:
             return recording.ScalarRef(self, register, tensor.dtype, serial)
         return tensor._host_view()[index]
+
+    def scalar_register(self, serial):
+        """The UB address of the scalar register the `serial`-th GetValue fills (they take the
+        SCALAR_REGISTERS in turn)."""
+        return self.ub_size + VREG_COUNT * VREG_BYTES + 4 * (serial % SCALAR_REGISTERS)
 
     def scalar_access(self, api, tensor, index):
         """GetValue/SetValue: a scalar-pipe event. A recording cannot hold one (the kernel's
@@ -499,11 +505,14 @@ class AICore:
         """The pending SetFlags a `state()` holds: {(HardEvent, id): count}."""
         return {(HardEvent[e], i): n for (e, i), n in state[4]} if state[4] else {}
 
-    def start_recording(self, recorder):
+    def start_recording(self, recorder, seq_base=None):
         """Collect the rows issued from now on in `recorder` instead of retiring them; the
-        core's state advances as if they had, and its records are numbered from 1."""
+        core's state advances as if they had, and its records are numbered from 1. `seq_base`:
+        the records the core's trace holds before them, for messages (next_seq; default: the
+        core's own count)."""
         self.acquire()
         self._before_recording = self.state(), self.seq
+        self.seq_base = self.seq if seq_base is None else seq_base
         self.recorder, self.seq, self.memoises = recorder, 0, False
 
     def stop_recording(self):
@@ -511,7 +520,7 @@ class AICore:
         end = self.state()
         state, self.seq = self._before_recording
         self.set_state(state)
-        self.recorder = None
+        self.recorder, self.seq_base = None, 0
         self._sort_observers()
         self.release()
         return end
@@ -521,7 +530,12 @@ class AICore:
         """Run the data-independent kernel `body()` all or nothing (lngb.runtime.recording)."""
         recording.run_recorded(self, key, body, gms, dry_run_first)
 
-    def record(self, body, gms=()):
+    def record(self, body, gms=(), seq_base=None):
         """The dry run of `body()`: its Program, nothing executed (lngb.runtime.recording)."""
-        return recording.record(self, body, gms)
+        return recording.record(self, body, gms, seq_base)
+
+    def next_seq(self):
+        """The number the next record takes in the core's trace (a recording's are numbered
+        from 1, its messages as the trace will number them)."""
+        return self.seq_base + self.seq + 1
 

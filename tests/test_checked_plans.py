@@ -8,8 +8,11 @@ import pytest
 import lngb
 from lngb import HazardError
 from lngb.kernels import pipe
-from lngb.vector_ops import Add, DataCopy, HardEvent, SetFlag, SyncAll, WaitFlag
-from lngb.vector_ops.program import SCALAR, SCALAR_AT
+from lngb.observers.sanitizer import Sanitizer
+from lngb.tensor import LocalTensor
+from lngb.vector_ops import (PIPE_ALL, Add, Adds, DataCopy, HardEvent, PipeBarrier, SetFlag,
+                              SyncAll, WaitFlag)
+from lngb.vector_ops.program import DST, SCALAR, SCALAR_AT
 
 from test_layer_norm_grad import inputs as backward_inputs
 from test_layer_norm_grad import same_bits
@@ -25,15 +28,17 @@ def operator(product, dtype):
     return lambda mode: lngb.emulate_operator(dy, rfg, product=product, block_dim=4, mode=mode)
 
 
-def backward(product, dtype):
-    data = backward_inputs((2, 9, 64), dtype)
-    return lambda mode: lngb.emulate_layer_norm_backward(*data, product=product, block_dim=3,
-                                                         mode=mode)
+def backward(product, dtype, shape=(2, 9, 64), **kw):
+    data = backward_inputs(shape, dtype)
+    kw.setdefault("block_dim", 3)
+    return lambda mode: lngb.emulate_layer_norm_backward(*data, product=product, mode=mode, **kw)
 
 
 CALLS = [operator("atlas-a2", F32), operator("atlas-350", F16),
-         backward("atlas-inference", F16), backward("atlas-350", F32)]
-IDS = ["operator-a2-f32", "operator-350-f16", "backward-310p-f16", "backward-350-f32"]
+         backward("atlas-inference", F16), backward("atlas-350", F32),
+         backward("atlas-a2", F32, (3, 5, 64), block_dim=4, tile_rows=2)]
+IDS = ["operator-a2-f32", "operator-350-f16", "backward-310p-f16", "backward-350-f32",
+       "backward-a2-f32-tail-core"]   # (the tail core's GetValues take other registers)
 
 
 def fields(record, read_into=None):
@@ -205,3 +210,83 @@ def test_a_user_kernel_reading_gm_another_core_writes_needs_a_sync_all(mode, mon
         lngb.simulate_kernel(one_writes_another_reads, x, True, outputs=[((8,), F32)],
                              block_dim=2, mode="checked")
     lngb.simulate_kernel(one_writes_another_reads, x, False, outputs=[((8,), F32)], block_dim=2)
+
+
+# --- state a caller or Ctrl-C cannot corrupt; numbering (an independent review's findings) ------
+
+def adds_at(core, address):
+    t = LocalTensor(core, address, 8, F32, None, "VECCALC")
+    with core:
+        PipeBarrier(PIPE_ALL)
+        Adds(t, t, np.float32(1), 8)
+
+
+def test_an_interrupted_catch_up_is_redone(monkeypatch):
+    """sanitizer.py _catch_up clears _unchecked before checking: Ctrl-C inside it leaves a
+    half-made state that later checks use."""
+    lngb.clear_caches()
+    good = operator("atlas-a2", F32)("checked").cores[0].sanitizer.snapshot()[0].copy()
+    warm = operator("atlas-a2", F32)("checked")
+    real, n = Sanitizer.check_record, [0]
+
+    def interrupted(self, *args):
+        n[0] += 1
+        if n[0] == 20:
+            raise KeyboardInterrupt
+        return real(self, *args)
+    monkeypatch.setattr(Sanitizer, "check_record", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _ = warm.cores[0].sanitizer.initialised
+    monkeypatch.setattr(Sanitizer, "check_record", real)
+    partial = warm.cores[0].sanitizer._initialised   # (no catch-up)
+    written = int(np.flatnonzero(good & ~partial)[0]) // 32 * 32   # the kernel wrote them
+    adds_at(warm.cores[0], written)   # UninitializedReadError today
+
+
+def test_the_initialised_bytes_a_caller_gets_cannot_change_a_cached_check():
+    """c4e35fd: Sanitizer.initialised is the CHECKS snapshot's array, writable."""
+    x = np.random.default_rng(0).standard_normal((2, 16, 64)).astype(np.float16)
+    lngb.clear_caches()
+    lngb.emulate(x, x, mode="checked")
+    warm = lngb.emulate(x, x, mode="checked")
+    init = warm.core.sanitizer.initialised
+    hole = int(np.flatnonzero(~init[:warm.core.ub_size])[0]) // 32 * 32
+    try:
+        init[:] = True
+    except ValueError:
+        return   # read-only: fine
+    later = lngb.emulate(x, x, mode="checked")
+    with pytest.raises(lngb.UninitializedReadError):
+        adds_at(later.core, hole)
+
+
+def test_a_checked_operators_trace_rows_are_its_own():
+    lngb.clear_caches()
+    first = operator("atlas-a2", F32)("checked")
+    row = first.trace[0][0].row
+    try:
+        row[DST] += 64
+    except ValueError:
+        return   # read-only: fine
+    assert operator("atlas-a2", F32)("checked").trace[0][0].row[DST] == row[DST] - 64
+
+
+def test_an_issue_time_refusal_names_the_records_number_in_the_cores_trace(monkeypatch):
+    """WaitFlag without SetFlag: "#<seq>" is the step's record number when planned."""
+    real, count = pipe.SetFlag, {}
+
+    def set_flag(event, event_id):
+        if event == HardEvent.MTE2_V:
+            n = count[id(pipe.current_core())] = count.get(id(pipe.current_core()), 0) + 1
+            if n == 4:
+                return
+        real(event, event_id)
+    monkeypatch.setattr(pipe, "SetFlag", set_flag)
+    messages = []
+    for mode in ("observed", "checked"):
+        count.clear()
+        lngb.clear_caches()
+        with pytest.raises(Exception) as caught:
+            operator("atlas-a2", F32)(mode)
+        messages.append(str(caught.value).split()[0])
+    assert messages[0] == messages[1]   # '#66' vs '#2'

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, check_flag
 from ..products import get_product
 from ..tensor import current_core
-from .tiling import _U32, _Log, _Struct, _uint32
+from .tiling import U32, HostLog, TilingStruct, uint32
 
 __all__ = ["LayerNormTiling", "LayerNormSeparateTiling", "GetLayerNormMaxMinTmpSize",
            "GetLayerNormNDTilingInfo", "GetLayerNormNDTillingInfo"]
@@ -31,7 +31,7 @@ VEC_REG_FLOATS = 64   # the 950's GetVecRegLen() / sizeof(float)
 
 
 @dataclasses.dataclass
-class LayerNormTiling(_Struct):
+class LayerNormTiling(TilingStruct):
     """CANN's form-1 tiling: 25 uint32 fields and the fp32 1/originalH, same names and order
     (spec §3.2), 104 bytes. Positions and sizes count floats of the temp buffer."""
 
@@ -64,7 +64,7 @@ class LayerNormTiling(_Struct):
 
 
 @dataclasses.dataclass
-class LayerNormSeparateTiling(_Struct):
+class LayerNormSeparateTiling(TilingStruct):
     """CANN's form-2 ([A, R], rstd) tiling: 23 uint32 and 3 fp32 fields, same names and order
     (spec §3.5), 104 bytes. Fields a branch does not set stay 0, as in the fresh object CANN
     fills (halfAddRepeatTimes and thirdTmpStartPos are never set)."""
@@ -98,7 +98,7 @@ class LayerNormSeparateTiling(_Struct):
 
 
 def _roundup(value, unit):
-    return (((value + unit - 1) & _U32) // unit * unit) & _U32
+    return (((value + unit - 1) & U32) // unit * unit) & U32
 
 
 def _f32_div(a, b):
@@ -122,7 +122,7 @@ def _dims(srcShape):
     if isinstance(srcShape, (str, bytes)):
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}")
     try:
-        return [_uint32(f"srcShape[{i}]", d) for i, d in enumerate(srcShape)]
+        return [uint32(f"srcShape[{i}]", d) for i, d in enumerate(srcShape)]
     except TypeError:
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}") from None
 
@@ -144,13 +144,13 @@ def _form_1(func, srcShape, typeSize, isReuseSource, product, strict):
     """Checked (dims as B, S, H, originalH, typeSize, reuse, log) of a form-1 call; (B, S, H)
     means originalH = H."""
     dims = _dims(srcShape)
-    typeSize = _uint32("typeSize", typeSize)
+    typeSize = uint32("typeSize", typeSize)
     reuse = check_flag(func, "isReuseSource", isReuseSource)
     check_flag(func, "strict", strict)
     _product(product, func)   # validated; form 1 has no product branch
     if len(dims) == 3:
         dims.append(dims[2])
-    log = _Log(_API, func, strict)
+    log = HostLog(_API, func, strict)
     _check_common(log, dims, typeSize)
     if len(dims) < 4:   # CANN would read dims it was not given
         log.fail(f"srcShape needs [B, S, H] or [B, S, storageH, originH], got {len(dims)} dims")
@@ -159,11 +159,11 @@ def _form_1(func, srcShape, typeSize, isReuseSource, product, strict):
 
 def _form_1_max_min(dims, typeSize, reuse_float):
     B, S, H = dims[:3]
-    mv = _roundup(B * S * 4 & _U32, 32)
-    inp = _roundup(B * S * H * 4 & _U32, 32)
-    hd = _roundup(H * 4 & _U32, 32)
+    mv = _roundup(B * S * 4 & U32, 32)
+    inp = _roundup(B * S * H * 4 & U32, 32)
+    hd = _roundup(H * 4 & U32, 32)
     n = 2 if reuse_float else 3
-    return (n * inp + 2 * mv) & _U32, (n * hd + 2 * mv) & _U32
+    return (n * inp + 2 * mv) & U32, (n * hd + 2 * mv) & U32
 
 
 def GetLayerNormMaxMinTmpSize(srcShape, typeSize, isReuseSource, isComputeRstd=_MISSING,
@@ -185,21 +185,21 @@ def GetLayerNormMaxMinTmpSize(srcShape, typeSize, isReuseSource, isComputeRstd=_
         length = _roundup(padded // VEC_REG_FLOATS, 2 * VEC_REG_FLOATS) + dims[0]
         if not isComputeRstd:
             length += dims[0]
-        size = length * 4 & _U32
+        size = length * 4 & U32
         return size, size
     A, R = dims
     padded = _roundup(R, 32 // typeSize)
-    mv = _roundup(A * 4 & _U32, 32)
-    biggest = (2 * _roundup(A * padded * 4 & _U32, 32) + mv) & _U32
-    smallest = (2 * _roundup(padded * 4 & _U32, 32) + mv) & _U32
+    mv = _roundup(A * 4 & U32, 32)
+    biggest = (2 * _roundup(A * padded * 4 & U32, 32) + mv) & U32
+    smallest = (2 * _roundup(padded * 4 & U32, 32) + mv) & U32
     if not isComputeRstd:   # GetNormalizeMaxMinTmpSize returns with its outputs unset
         log.messages.append("isComputeRstd current only support true")
         log.stop()
     normalize_max, normalize_min = _normalize_max_min(A, R, typeSize)
-    if (smallest - mv) & _U32 <= normalize_min:
-        smallest = (normalize_min + mv) & _U32
-    if (biggest - mv) & _U32 <= normalize_max:
-        biggest = (normalize_max + mv) & _U32
+    if (smallest - mv) & U32 <= normalize_min:
+        smallest = (normalize_min + mv) & U32
+    if (biggest - mv) & U32 <= normalize_max:
+        biggest = (normalize_max + mv) & U32
     log.done()
     return biggest, smallest
 
@@ -208,25 +208,25 @@ def _normalize_max_min(A, R, typeSize):
     """GetNormalizeMaxMinTmpSize on A2/A3/310P (normalize_tiling_impl.cpp), with typeSizeU =
     typeSizeT = typeSize as LayerNorm calls it."""
     padded = _roundup(R, 32 // typeSize)
-    r_bytes = _roundup(padded * 4 & _U32, 32)
-    ar_bytes = _roundup(_roundup(A, 8) * padded * 4 & _U32, 32)
-    a_bytes = _roundup(A * 4 & _U32, 32)
-    nr_bytes = (2 if typeSize == 4 else 4) * r_bytes & _U32
-    return (2 * r_bytes + 2 * ar_bytes) & _U32, max(a_bytes, nr_bytes)
+    r_bytes = _roundup(padded * 4 & U32, 32)
+    ar_bytes = _roundup(_roundup(A, 8) * padded * 4 & U32, 32)
+    a_bytes = _roundup(A * 4 & U32, 32)
+    nr_bytes = (2 if typeSize == 4 else 4) * r_bytes & U32
+    return (2 * r_bytes + 2 * ar_bytes) & U32, max(a_bytes, nr_bytes)
 
 
 def _form_2(func, srcShape, typeSize, isReuseSource, isComputeRstd, isOnlyOutput, product,
             strict):
     """Checked (dims, typeSize, regbase, log) of a form-2 call."""
     dims = _dims(srcShape)
-    typeSize = _uint32("typeSize", typeSize)
+    typeSize = uint32("typeSize", typeSize)
     check_flag(func, "isReuseSource", isReuseSource)
     check_flag(func, "isComputeRstd", isComputeRstd)
     if isOnlyOutput is not None:
         check_flag(func, "isOnlyOutput", isOnlyOutput)
     check_flag(func, "strict", strict)
     regbase = _product(product, func).kernel_path == "regbase"
-    log = _Log(_API, func, strict)
+    log = HostLog(_API, func, strict)
     if typeSize == 0:
         log.messages.append("typeSize can not be 0!")
         log.stop()
@@ -258,18 +258,18 @@ def GetLayerNormNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSource,
     func = "GetLayerNormNDTilingInfo"
     dims, typeSize, regbase, log = _form_2(func, srcShape, typeSize, isReuseSource,
                                            isComputeRstd, None, product, strict)
-    stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
+    stackBufferSize = uint32("stackBufferSize", stackBufferSize)
     if regbase:
         return _regbase_separate_tiling(dims[-1], typeSize)
     A, R = dims
     padded = _roundup(R, 32 // typeSize)
-    size, variance = A * padded & _U32, _roundup(A, 8)
+    size, variance = A * padded & U32, _roundup(A, 8)
     floats = stackBufferSize // 4
     if floats < variance:
         log.log(f"stackBufferSize {stackBufferSize} bytes is below the variance scratch "
                 f"({variance} floats): CANN's uint32 subtraction wraps, and the tiling claims "
                 "more temp buffer than it has")
-    one = min(((floats - variance) & _U32) // 2 // padded * padded, size)
+    one = min(((floats - variance) & U32) // 2 // padded * padded, size)
     if one == 0:
         log.fail(f"stackBufferSize {stackBufferSize} bytes holds not even one row: CANN's host "
                  "returns without setting the tiling")
@@ -278,10 +278,10 @@ def GetLayerNormNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSource,
     return LayerNormSeparateTiling(
         aLength=A, rLength=R, inputXSize=size, meanVarSize=A, numberOfTmpBuf=2,
         varianceTmpTensorPos=0, varianceTmpTensorSize=variance, tmpBufSize=floats, oneTmpSize=one,
-        firstTmpStartPos=variance, secondTmpStartPos=(variance + one) & _U32,
+        firstTmpStartPos=variance, secondTmpStartPos=(variance + one) & U32,
         loopRound=size // one, inputRoundSize=one, inputTailSize=tail, inputTailPos=size - tail,
         meanVarRoundSize=one // padded, meanVarTailSize=tail // padded,
-        meanVarTailPos=(A - tail // padded) & _U32, arCurLength=one, aCurLength=one // padded,
+        meanVarTailPos=(A - tail // padded) & U32, arCurLength=one, aCurLength=one // padded,
         rValueBack=_f32_div(1, R))
 
 
@@ -302,18 +302,18 @@ def _regbase_separate_tiling(R, typeSize):
 def _form_1_tiling(func, srcShape, stackBufferSize, typeSize, isReuseSource, product, strict):
     dims, typeSize, reuse_float, log = _form_1(func, srcShape, typeSize, isReuseSource, product,
                                                strict)
-    stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
+    stackBufferSize = uint32("stackBufferSize", stackBufferSize)
     B, S, H, original = dims[:4]
-    size, rows = B * S * H & _U32, B * S & _U32
+    size, rows = B * S * H & U32, B * S & U32
     buffers = 2 if reuse_float else 3
     mean_size = _roundup(rows, 8)
-    scratch = 0 if typeSize == 4 else 2 * mean_size & _U32
+    scratch = 0 if typeSize == 4 else 2 * mean_size & U32
     floats = stackBufferSize // 4
     if floats < scratch:
         log.log(f"stackBufferSize {stackBufferSize} bytes is below the mean and variance scratch "
                 f"({scratch} floats): CANN's uint32 subtraction wraps, and the tiling claims more "
                 "temp buffer than it has")
-    one = ((floats - scratch) & _U32) // buffers
+    one = ((floats - scratch) & U32) // buffers
     if H == 0:
         log.messages.append("the value of hLength should not be zero.")
         log.stop()
@@ -329,10 +329,10 @@ def _form_1_tiling(func, srcShape, stackBufferSize, typeSize, isReuseSource, pro
         meanVarSize=rows, numberOfTmpBuf=buffers, meanTmpTensorPos=0,
         meanTmpTensorSize=mean_size, varianceTmpTensorPos=mean_size,
         varianceTmpTensorSize=mean_size, tmpBufSize=floats, oneTmpSize=one,
-        firstTmpStartPos=scratch, secondTmpStartPos=(scratch + one) & _U32,
-        thirdTmpStartPos=(scratch + 2 * one) & _U32, loopRound=size // one, inputRoundSize=one,
+        firstTmpStartPos=scratch, secondTmpStartPos=(scratch + one) & U32,
+        thirdTmpStartPos=(scratch + 2 * one) & U32, loopRound=size // one, inputRoundSize=one,
         inputTailSize=tail, inputTailPos=size - tail, meanVarRoundSize=one // H,
-        meanVarTailSize=tail // H, meanVarTailPos=(rows - tail // H) & _U32, bshCurLength=one,
+        meanVarTailSize=tail // H, meanVarTailPos=(rows - tail // H) & U32, bshCurLength=one,
         bsCurLength=one // H, lastDimValueBack=_f32_div(1, original))
 
 

@@ -20,10 +20,10 @@ __all__ = ["LayerNormGradBetaTiling", "GetLayerNormGradBetaMaxMinTmpSize",
            "GetLayerNormGradBetaNDTilingInfo", "LayerNormGradTiling",
            "GetLayerNormGradMaxMinTmpSize", "GetLayerNormGradNDTilingInfo"]
 
-_U32 = 0xFFFFFFFF  # CANN computes every field in uint32_t; `& _U32` emulates its wrap-around
+U32 = 0xFFFFFFFF  # CANN computes every field in uint32_t; `& U32` emulates its wrap-around
 
 
-class _Struct:
+class TilingStruct:
     """A tiling struct of uint32 fields and fp32 ones (annotated `float`), as the kernel reads
     it: little-endian, no padding."""
 
@@ -62,7 +62,7 @@ class _Struct:
                                        f"{type(tiling).__name__}")
         fields = dataclasses.fields(cls)
         values = [getattr(tiling, f.name) for f in fields]
-        if all(type(v) is int and 0 <= v <= _U32 or f.type == "float" and type(v) is float
+        if all(type(v) is int and 0 <= v <= U32 or f.type == "float" and type(v) is float
                for f, v in zip(fields, values)):
             return tiling   # plain values already (what the host functions return)
         return cls(*(_field(f, f"{api}: tiling.{f.name}", v) for f, v in zip(fields, values)))
@@ -72,7 +72,7 @@ def _field(field, name, value):
     """A struct field's value checked: a uint32, or for a `float` field a real number (as the
     fp32 nearest to it, what the kernel reads)."""
     if field.type != "float":
-        return _uint32(name, value)
+        return uint32(name, value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                      np.floating)):
         raise InvalidArgumentError(f"{name} must be a real number (an fp32), got {value!r}")
@@ -80,7 +80,7 @@ def _field(field, name, value):
 
 
 @dataclasses.dataclass
-class LayerNormGradBetaTiling(_Struct):
+class LayerNormGradBetaTiling(TilingStruct):
     """CANN's 20 uint32 tiling fields, same names and order (spec §1): 80 bytes."""
 
     stackBufferSize: int = 0
@@ -105,13 +105,13 @@ class LayerNormGradBetaTiling(_Struct):
     reserved: int = 0
 
 
-def _uint32(name, value) -> int:
+def uint32(name, value) -> int:
     """An int in [0, 2**32): rejects what arguments.is_int does (bools, floats, enum members,
     np.timedelta64, ...), negatives and overflow."""
     if not is_int(value):
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
     v = int(value)
-    if not 0 <= v <= _U32:
+    if not 0 <= v <= U32:
         raise InvalidArgumentError(f"{name} = {v} is out of the uint32 range [0, 4294967295]")
     return v
 
@@ -121,16 +121,16 @@ def _args(srcShape, typeSize, isReuseSource):
     if isinstance(srcShape, (str, bytes)):
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}")
     try:
-        dims = [_uint32(f"srcShape[{i}]", d) for i, d in enumerate(srcShape)]
+        dims = [uint32(f"srcShape[{i}]", d) for i, d in enumerate(srcShape)]
     except TypeError:
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}") from None
     check_flag("tiling", "isReuseSource", isReuseSource)
     if len(dims) == 3:
         dims.append(dims[2])
-    return dims, _uint32("typeSize", typeSize)
+    return dims, uint32("typeSize", typeSize)
 
 
-class _Log:
+class HostLog:
     """Collects CANN's ASCENDC_HOST_ASSERT messages. Where CANN logs and returns, `stop` raises
     TilingError with every message so far; where CANN logs and goes on, `done` raises too, or,
     with strict=False, warns (LngbWarning) and goes on as CANN does."""
@@ -187,13 +187,13 @@ def _max_min(dims, typeSize):
     """CANN's max/min formulas in bytes, uint32 like CANN (spec §2.2)."""
     B, S, H = dims[0], dims[1], dims[2]
     n = 4 if typeSize == 2 else 2
-    return (n * B * S * H * 4) & _U32, (n * H * 4) & _U32
+    return (n * B * S * H * 4) & U32, (n * H * 4) & U32
 
 
 def GetLayerNormGradBetaMaxMinTmpSize(srcShape, typeSize, isReuseSource):
     """(maxValue, minValue) temp-buffer bytes; isReuseSource is ignored (spec §2.2)."""
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
-    log = _Log("LayerNormGradBeta", "GetLayerNormGradBetaMaxMinTmpSize")
+    log = HostLog("LayerNormGradBeta", "GetLayerNormGradBetaMaxMinTmpSize")
     log.check_common(dims, typeSize)
     log.check_dims(dims)
     log.done()
@@ -203,27 +203,27 @@ def GetLayerNormGradBetaMaxMinTmpSize(srcShape, typeSize, isReuseSource):
 def GetLayerNormGradBetaNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSource):
     """The tiling for a temp buffer of stackBufferSize bytes; isReuseSource is ignored (spec §2.3)."""
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
-    stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
-    log = _Log("LayerNormGradBeta", "GetLayerNormGradBetaNDTilingInfo")
+    stackBufferSize = uint32("stackBufferSize", stackBufferSize)
+    log = HostLog("LayerNormGradBeta", "GetLayerNormGradBetaNDTilingInfo")
     log.check_common(dims, typeSize)
     log.check_dims(dims)
 
     B, S, H, Ho = dims[:4]
-    bsh = (B * S * H) & _U32  # uint32 product in CANN: wraps mod 2**32 for huge shapes
-    bs = (B * S) & _U32
+    bsh = (B * S * H) & U32  # uint32 product in CANN: wraps mod 2**32 for huge shapes
+    bs = (B * S) & U32
     sb = stackBufferSize // 4  # bytes -> floats
     not_enough = (
         "stackBufferSize is not enough. "
         f"Got {stackBufferSize} bytes; GetLayerNormGradBetaMaxMinTmpSize gives minValue = "
         f"{_max_min(dims, typeSize)[1]} bytes for srcShape {dims} and typeSize {typeSize}. "
         "Pass a stackBufferSize (in bytes, not elements) of at least minValue.")
-    if sb < ((H + H) & _U32):
+    if sb < ((H + H) & U32):
         log.fail(not_enough)
 
     one, nbuf = sb, 1
     if typeSize == 2:
         nbuf = 2
-        one = ((one - H - H) & _U32) // nbuf
+        one = ((one - H - H) & U32) // nbuf
     if H == 0:
         log.fail("the value of hLength should not be zero.")
     one = one // H * H  # whole rows only
@@ -269,7 +269,7 @@ def layer_norm_grad_blocks(typeSize, isReuseSource):
 
 
 @dataclasses.dataclass
-class LayerNormGradTiling(_Struct):
+class LayerNormGradTiling(TilingStruct):
     """CANN's 30 uint32 tiling fields, same names and order (spec §1.5): 120 bytes. Positions and
     sizes are in floats from the start of the temp buffer; the last two fields hold the bits of
     the fp32 values 1/originalH and 2/originalH (see `one_over_h`, `two_over_h`)."""
@@ -327,7 +327,7 @@ def _lng_args(srcShape, typeSize, isReuseSource, product, strict, func):
     dims, typeSize = _args(srcShape, typeSize, isReuseSource)
     regbase = get_product(product, func).kernel_path == "regbase"
     check_flag(func, "strict", strict)
-    log = _Log(_LNG, func, strict)
+    log = HostLog(_LNG, func, strict)
     log.check_common(dims, typeSize)
     log.check_src_shape(dims)
     return dims, typeSize, regbase, log
@@ -353,13 +353,13 @@ def _lng_max_min(dims, typeSize, isReuseSource, regbase):
     if regbase:
         if isReuseSource and typeSize == 4:
             return 0, 0
-        size = (_REGBASE_ROWS * (((H + 7) & _U32) // 8 * 8) * 4) & _U32
+        size = (_REGBASE_ROWS * (((H + 7) & U32) // 8 * 8) * 4) & U32
         return size, size
-    bsh, hh = (B * S * H) & _U32, (H * H) & _U32
+    bsh, hh = (B * S * H) & U32, (H * H) & U32
     if typeSize == 2:
-        return (_HALF_BUFS * max(bsh, hh) * 2) & _U32, (min(bsh, hh) * _HALF_BUFS * 2) & _U32
+        return (_HALF_BUFS * max(bsh, hh) * 2) & U32, (min(bsh, hh) * _HALF_BUFS * 2) & U32
     n = _REUSE_FLOAT_BUFS if isReuseSource else _FLOAT_BUFS
-    return (n * max(bsh, hh) * typeSize) & _U32, (min(bsh, hh) * n * typeSize) & _U32
+    return (n * max(bsh, hh) * typeSize) & U32, (min(bsh, hh) * n * typeSize) & U32
 
 
 def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSource, *,
@@ -371,9 +371,9 @@ def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSou
     touch more than stackBufferSize bytes (spec §3.5; `layer_norm_grad_tmp_bytes` gives how much)."""
     dims, typeSize, regbase, log = _lng_args(srcShape, typeSize, isReuseSource, product, strict,
                                              "GetLayerNormGradNDTilingInfo")
-    stackBufferSize = _uint32("stackBufferSize", stackBufferSize)
+    stackBufferSize = uint32("stackBufferSize", stackBufferSize)
     B, S, H, Ho = dims[:4]
-    bsh = (B * S * H) & _U32
+    bsh = (B * S * H) & U32
     if H == 0:
         log.fail("hLength is 0: CANN would divide by zero.")
     nbuf = _HALF_BUFS if typeSize == 2 else (_REUSE_FLOAT_BUFS if isReuseSource else _FLOAT_BUFS)
@@ -389,9 +389,9 @@ def GetLayerNormGradNDTilingInfo(srcShape, stackBufferSize, typeSize, isReuseSou
                      f"{dims}. Pass a stackBufferSize in bytes, not elements.")
         block = 8 if typeSize == 4 else 16
         noh = -(-(one // H) // block) * block
-        one = (noh * H) & _U32
+        one = (noh * H) & U32
     log.done()
-    positions = {f"{name}Pos": (k * one) & _U32
+    positions = {f"{name}Pos": (k * one) & U32
                  for k, name in enumerate(layer_norm_grad_blocks(typeSize, isReuseSource))}
     sizes = {f"{name}Size": one for name in LNG_BLOCKS}
     with np.errstate(divide="ignore"):

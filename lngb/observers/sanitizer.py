@@ -90,7 +90,7 @@ class Sanitizer:
 
     @property
     def initialised(self):
-        """Per UB byte: whether anything has written it (read-only: it may be a snapshot's)."""
+        """Per UB byte: whether anything has written it (read-only when a snapshot shares it)."""
         if self._unchecked is not None:
             self._catch_up()
         if self._initialised is None:
@@ -166,8 +166,14 @@ class Sanitizer:
 
     def _catch_up(self):
         records, self._unchecked = self._unchecked, None
-        for record in records:
-            self.check_record(record, record.seq)
+        start = self.snapshot()
+        try:
+            for record in records:
+                self.check_record(record, record.seq)
+        except BaseException:   # Ctrl-C: the catch-up starts again when next needed
+            self.restore(start)
+            self._unchecked, self.pristine = records, False
+            raise
 
     def host_write(self, start, nbytes):
         if self._unchecked is not None:
@@ -216,8 +222,10 @@ class Sanitizer:
         ub = self._saved_ub
         if self._ub is not None:
             ub = {key: _accessed(c) for key, c in self._ub.items()}
+        initialised = self.initialised
+        initialised.setflags(write=False)   # shared with the snapshot: _written copies it
         self._initialised_shared = True
-        return (self.initialised, ub, {k: list(v) for k, v in self.gm.items()},
+        return (initialised, ub, {k: list(v) for k, v in self.gm.items()},
                 self.clock, list(self.issued), [list(k) for k in self.known],
                 {k: [list(c) for c in v] for k, v in self.payloads.items()},
                 self.who if self._who_shared else dict(self.who), self.pristine)

@@ -128,7 +128,7 @@ def _warn_if_traced():
         warn(TRACED)
 
 
-def record(core, body, gms=()):
+def record(core, body, gms=(), seq_base=None):
     """The dry run: validate every instruction of `body` and collect its rows, executing
     nothing; the core's state is left as it was. On an error the warnings raised so far are
     passed on. A body that uses GetValue/SetValue cannot be recorded (ScalarAccess). Under a
@@ -136,7 +136,7 @@ def record(core, body, gms=()):
     _warn_if_traced()
     gms = pad_gms(gms)
     recorder = Recorder()
-    core.start_recording(recorder)
+    core.start_recording(recorder, seq_base)
     try:
         with core.binding(gms):
             body()
@@ -149,6 +149,7 @@ def record(core, body, gms=()):
     finally:
         end = core.stop_recording()
     rows = np.array(recorder.rows, dtype=np.int64).reshape(-1, N_COLS)
+    rows.setflags(write=False)   # replays execute them: a trace's caller cannot change them
     for i, r in enumerate(recorder.records):
         r.row = rows[i]   # a view: the program holds each row once
     return Program(rows, recorder.records, end, [g.size for g in gms],

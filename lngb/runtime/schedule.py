@@ -24,7 +24,10 @@ from .._jit import njit
 from ..errors import InvalidArgumentError, OutOfBoundsError, name_core, warn
 from ..record import TraceRecord
 from ..tensor import LocalTensor
-from ..vector_ops.program import DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, SRC0
+from ..products import SCALAR_REGISTERS
+from ..vector_ops.program import (DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, OP, SCALAR_AT, SRC0,
+                                  SRC1)
+from ..vector_ops.table import TABLE
 from ..vector_ops.footprint import extents
 from ..vector_ops import executor
 from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
@@ -34,6 +37,7 @@ from .recording import pad_gms
 PLANS = Cache("operator plans")
 LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/HISTORY.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
+GET_VALUE = TABLE["GetValue"].opcode
 RECORD_BYTES = 700  # a kept trace record with its operands (tracemalloc: about 670)
 SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
 _SPARE_BLOCKS, _SPARE_LOCK = [], threading.Lock()
@@ -88,6 +92,7 @@ class Planner:
         self.recorded = recorded  # the Recorded shared by every core of the plan
         self.schedule = ([], [])
         self.phase = 0   # 1 once the kernel is past SyncAll (set by run_phases)
+        self.issued = 0  # records of the core's steps so far (a live trace's numbering)
 
     def attach(self, core, kernel):
         self.core, self.kernel = core, kernel
@@ -103,11 +108,12 @@ class Planner:
         entry = self.recorded.steps.get(key)
         if entry is None:
             entry = self.recorded.steps[key] = self.recorded.record(self.core, self.kernel, fn,
-                                                                    args, at)
+                                                                    args, at, self.issued)
         else:
             self.restore(entry.end)
         self.recorded.check_bounds(entry.program, at, self.kernel.gms)
         self.schedule[self.phase].append((entry.program, *at))
+        self.issued += len(self.recorded.programs[entry.program])
 
     def restore(self, end):
         core_state, pipe_state, members = end
@@ -137,13 +143,16 @@ class Recorded:
         self.extents = []     # per program: GM bytes used past each slot's base
         self.points = []      # per program: (slot, offset) points, one per GM line it reads
         self.warnings = []
-        self.records = [] if keep_records else None   # per program: (records, bases)
+        # per program: (records, the GM bases and the core's GetValue count it was recorded at,
+        # its GetValues)
+        self.records = [] if keep_records else None
 
-    def record(self, core, kernel, fn, args, at):
+    def record(self, core, kernel, fn, args, at, seq_base=0):
         def body():
             with core:
                 fn(*args, at=at)
-        program = core.record(body, kernel.gms)
+        reads = core.scalar_reads
+        program = core.record(body, kernel.gms, seq_base)
         self.warnings.extend(m for m in program.warnings if m not in self.warnings)
         rows = program.rows.copy()
         extent, points = [0] * GM_SLOTS, []
@@ -162,7 +171,8 @@ class Recorded:
                 points.extend((slot, point) for point in prefetch_points(spans))
         self.programs.append(rows)
         if self.records is not None:
-            self.records.append((program.records, at))
+            gets = int(np.count_nonzero(rows[:, OP] == GET_VALUE))
+            self.records.append((program.records, at, reads, gets))
         self.extents.append(tuple(extent))
         self.points.append(np.array(points, dtype=np.int64).reshape(-1, 2))
         core.set_state(program.end_state)
@@ -191,7 +201,8 @@ class Plan:
     lockstep: tuple       # per phase: cores a replay job runs in lock step (lockstep_width)
     retired: list         # per core: the rows it executes
     touched: tuple        # per phase in lock step: the granules its rows use (touched_runs)
-    records: list = None  # per program: (trace records, GM bases recorded at), checked mode's
+    records: list = None  # per program (checked mode): (trace records, GM bases, Recorded's)
+    registers: int = 0    # the first scalar register's UB address (AICore.scalar_register)
     checked: bool = False   # the cores' checks passed (checked mode: reused by later runs)
     parts: dict = field(default_factory=dict)   # (phase, threads) -> lockstep_parts
 
@@ -200,7 +211,7 @@ class Plan:
         """Its bytes, lockstep_parts included (they take about as many as the schedules, per
         thread count a replay uses, and are made after the plan enters the cache: counted
         twice ahead)."""
-        records = sum(len(r) for r, _ in self.records) if self.records is not None else 0
+        records = sum(len(r[0]) for r in self.records) if self.records is not None else 0
         return held_bytes(2 * self.rows.nbytes + self.points.nbytes
                           + 3 * sum(s.nbytes for p in self.schedules for s in p)
                           + sum(t.nbytes for t in self.touched if t is not None)
@@ -236,7 +247,8 @@ def plan(key, cores, make_kernel):
                   schedules, [core.state() for core in cores], tuple(recorded.warnings), widths,
                   [int(sum(lengths[s[:, 0]].sum() for s in p)) for p in schedules],
                   tuple(touched_runs(r, cores[0].ub.size) if w > 1 else None
-                        for r, w in zip(by_phase, widths)), recorded.records)
+                        for r, w in zip(by_phase, widths)), recorded.records,
+                  cores[0].scalar_register(0))
     return PLANS.put(key, result, result.nbytes)
 
 
@@ -251,6 +263,8 @@ class PlannedTrace(Sequence):
         self._steps = np.concatenate(plan.schedules[c])
         self._phase_steps = len(plan.schedules[c][0])
         self._ends = np.cumsum(np.diff(plan.starts)[self._steps[:, 0]])
+        # the core's GetValues before each step: a live run's scalar register serials
+        self._reads = np.cumsum([0] + [plan.records[p][3] for p in self._steps[:-1, 0]])
 
     def __len__(self):
         return int(self._ends[-1]) if len(self._ends) else 0
@@ -283,20 +297,37 @@ class PlannedTrace(Sequence):
     def _record(self, s, k, first):
         """Record k of step s, whose first record is the core's record `first` (from 0)."""
         program, *bases = (int(v) for v in self._steps[s])
-        records, recorded_at = self._plan.records[program]
+        records, recorded_at, reads, _ = self._plan.records[program]
         record = records[k]
         row, operands = record.row, record.operands
+        shift = (int(self._reads[s]) - reads) % SCALAR_REGISTERS
+        if shift and (row[OP] == GET_VALUE or row[SCALAR_AT]):
+            row = self._registers_moved(row, shift)
         bursts = gm_bursts(row)
         if bursts is not None:
             write, slot, _ = bursts
             delta = bases[slot] - recorded_at[slot]
             if delta:
-                row = row.copy()
+                row = row.copy()   # (the recorded row is read-only)
                 row[DST if write else SRC0] += delta
                 operands = tuple((role, f"GM+{int(where[3:]) + delta}", position, dtype)
                                  if position == "GM" else (role, where, position, dtype)
                                  for role, where, position, dtype in operands)
         return TraceRecord(first + k + 1, row, operands, record.source)
+
+    def _registers_moved(self, row, shift):
+        """The row with the scalar registers its step's GetValues fill (SRC1) and read
+        (SCALAR_AT, 1 + the address) `shift` registers on, as the live run numbers them: a
+        replayed step keeps the registers of its recording."""
+        base, row = self._plan.registers, row.copy()
+
+        def moved(address):
+            return base + 4 * (((address - base) // 4 + shift) % SCALAR_REGISTERS)
+        if row[OP] == GET_VALUE:
+            row[SRC1] = moved(row[SRC1])
+        if row[SCALAR_AT]:
+            row[SCALAR_AT] = 1 + moved(row[SCALAR_AT] - 1)
+        return row
 
 
 def phase_rows(programs, schedules):

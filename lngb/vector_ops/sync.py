@@ -30,7 +30,7 @@ def WaitFlag(event, event_id):
     core, event_id = _event("WaitFlag", event, event_id)
     if not core.flags.get((event, event_id)):
         error = HazardError if core.mode == "checked" else InvalidArgumentError
-        raise error(f"#{core.seq + 1} WaitFlag({event.name}, {event_id}) has no matching "
+        raise error(f"#{core.next_seq()} WaitFlag({event.name}, {event_id}) has no matching "
                     "SetFlag: the device would wait forever")
     issue_event(core, "WaitFlag", event.src, event.dst, event_id, pipe=event.dst)
 
