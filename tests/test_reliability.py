@@ -426,6 +426,7 @@ def test_a_recorded_programs_nbytes_counts_what_it_holds_and_the_heaps_overhead(
 @pytest.mark.parametrize("mode", ["fast", "checked"])   # a checked plan keeps trace records
 def test_an_operator_plans_nbytes_counts_what_it_holds_and_the_heaps_overhead(mode):
     x = np.ones((1, 16, 128), F32)
+    lngb.clear_caches()   # so that the next call checks its plan (and makes the thread's scratch)
     lngb.emulate_operator(x, x, block_dim=8, mode=mode)   # compiled, a spare UB block of 8
     # cores kept (lock step): only the new shape's plan is new below
     dy = np.ones((1, 64, 256), F32)
