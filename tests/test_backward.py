@@ -278,3 +278,47 @@ def test_lngb_debug_api_backward_steps_the_documented_example(tmp_path, capsys):
     assert "finished: pdGamma=" in out and "pdX[0, 0]=[ 3.0548177" in out
     assert main(["debug", "--api", "backward", "--shape", "1,8,16"]) == 2
     assert "BackwardDebugger(dy, x, variance, mean, gamma" in capsys.readouterr().err
+
+
+def float64_cann_formula(dy, x, variance, mean, gamma, epsilon):
+    """CANN's formula (spec layernorm_grad.md §2) in float64: it keeps the term
+    pdVar·(1/H)·Σ(−2·x2) that the closed form drops (zero only for an exact mean)."""
+    d = dy.dtype
+    dy, x, g = (a.astype(np.float64) for a in (dy, x, gamma))
+    t = variance.astype(np.float64)[..., None] + float(np.asarray(epsilon, dtype=d))
+    x1, x2, h = dy * g, x - mean.astype(np.float64)[..., None], x.shape[-1]
+    pd_var = (-0.5 * x1 * x2 * t ** -1.5).sum(-1, keepdims=True)
+    pd_mean = ((-x1 * t ** -0.5).sum(-1, keepdims=True)
+               + pd_var / h * (-2 * x2).sum(-1, keepdims=True))
+    return x1 * t ** -0.5 + pd_var * (2 / h) * x2 + pd_mean / h
+
+
+def offset_inputs(dtype, offset, shape=(4, 64, 256), seed=0):
+    """dy, gamma ~ N(0, 1), x ~ offset + N(0, 1); mean and variance in float64, then rounded to
+    the input dtype, as a caller would pass them."""
+    rng = np.random.default_rng(seed)
+    dy = rng.standard_normal(shape).astype(dtype)
+    x = (offset + rng.standard_normal(shape)).astype(dtype)
+    mean = x.astype(np.float64).mean(-1).astype(dtype)
+    variance = x.astype(np.float64).var(-1).astype(dtype)
+    return dy, x, variance, mean, rng.standard_normal(shape[-1]).astype(dtype)
+
+
+def worst_share(pd_x, reference, dtype):
+    """The largest |pd_x - reference| as a share of the tolerance (1 = at the tolerance)."""
+    row_max, elem, _ = TOLERANCE[dtype]
+    allowed = row_max * np.abs(reference).max(-1, keepdims=True) + elem * np.abs(reference)
+    return float((np.abs(pd_x.astype(np.float64) - reference) / allowed).max())
+
+
+@pytest.mark.parametrize("dtype, offset, gap", [(F16, 1000.0, 1.5), (F32, 1e4, 1.1)])
+def test_offset_data_follow_canns_formula_not_the_closed_form(dtype, offset, gap):
+    """docs/api/backward.md, Accuracy: for data far from zero the mean rounded to the input
+    dtype makes CANN's formula and the closed form differ by more than the tolerance (here
+    over `gap` times it), and lngb follows CANN's formula (a fraction of the tolerance)."""
+    data = offset_inputs(dtype, offset)
+    cann, closed = float64_cann_formula(*data, 1e-5), float64_backward(*data, 1e-5)[0]
+    assert worst_share(cann, closed, dtype) > gap
+    pd_x = lngb.emulate_layer_norm_backward(*data, mode="fast").pd_x
+    assert worst_share(pd_x, cann, dtype) < 0.25
+    assert worst_share(pd_x, closed, dtype) > gap
