@@ -16,6 +16,7 @@ from .errors import CapacityError, InvalidArgumentError, LngbError
 from .files import read_bin, write_file, write_outputs
 from .backward import emulate_layer_norm_backward, emulate_layer_norm_grad
 from .host import emulate, emulate_operator, tiling_text
+from .core import DIV_SQRT
 from .products import PRODUCTS
 
 DTYPES = {"float32": np.float32, "float": np.float32, "float16": np.float16, "half": np.float16}
@@ -120,7 +121,7 @@ def _demo_layer_norm_grad(args):
 
 
 # the options of `lngb run` that an API does not read (their defaults: RUN_DEFAULTS, else None)
-IGNORED = {"layer-norm-grad-beta": ("x", "variance", "mean", "gamma", "epsilon"),
+IGNORED = {"layer-norm-grad-beta": ("x", "variance", "mean", "gamma", "epsilon", "div_sqrt"),
            "layer-norm-grad": ("res_for_gamma", "golden_gamma", "golden_beta", "reuse_buffer",
                                "names"),
            "backward": ("res_for_gamma", "stack_buffer_size", "reuse_source", "reuse_buffer")}
@@ -190,11 +191,13 @@ def _run_layer_norm_grad(args, shape, dtype):
     goldens = _goldens(args, h, dtype)
     if args.api == "layer-norm-grad":
         result = emulate_layer_norm_grad(*data, epsilon=args.epsilon, product=args.product,
+                                         div_sqrt=args.div_sqrt,
                                          stack_buffer_size=args.stack_buffer_size,
                                          is_reuse_source=args.reuse_source)
         outputs = [("pdX", result.pd_x), ("resForGamma", result.res_for_gamma)]
     else:
         result = emulate_layer_norm_backward(*data, epsilon=args.epsilon, product=args.product,
+                                             div_sqrt=args.div_sqrt,
                                              block_dim=args.block_dim)
         outputs = [("pdX", result.pd_x), ("pdGamma", result.pd_gamma),
                    ("pdBeta", result.pd_beta)]
@@ -422,7 +425,8 @@ def _kernel_debugger(args):
                                        f"({err})") from None
     return KernelDebugger(kernel, *inputs, outputs=[_kernel_output(o) for o in args.output],
                           block_dim=1 if args.block_dim is None else args.block_dim,
-                          product=args.product, mode=args.mode or "observed")
+                          product=args.product, mode=args.mode or "observed",
+                          div_sqrt=args.div_sqrt)
 
 
 def _kernel_output(text):
@@ -452,10 +456,13 @@ def _operator_debugger(args, Debugger):
                 or args.reuse_source or args.shape != (1, 8, 8) or args.dtype != "float32"):
             raise InvalidArgumentError(
                 "lngb debug --api backward steps LayerNormGrad's documented example ([1, 8, 8] "
-                "float32, epsilon 1e-4; --product and --block-dim apply); for other inputs use "
-                "lngb.debug.BackwardDebugger(dy, x, variance, mean, gamma, ...)")
+                "float32, epsilon 1e-4; --product, --block-dim and --div-sqrt apply); for other inputs "
+                "use lngb.debug.BackwardDebugger(dy, x, variance, mean, gamma, ...)")
         debugger = BackwardDebugger(*_doc_example(), epsilon=1e-4, product=args.product,
-                                    block_dim=args.block_dim)
+                                    block_dim=args.block_dim, div_sqrt=args.div_sqrt)
+    elif args.div_sqrt is not None:
+        raise InvalidArgumentError("lngb debug: --div-sqrt is an option of --api backward and "
+                                   "--kernel (LayerNormGradBeta divides nothing)")
     elif args.block_dim is not None:
         from .debug import OperatorDebugger
         if args.stack_buffer_size is not None or args.reuse_source:
@@ -553,6 +560,10 @@ def main(argv=None):
         p.add_argument(f"--{name}", help=f"input {name} .bin file (layer-norm-grad, backward)")
     p.add_argument("--epsilon", type=float, default=RUN_DEFAULTS["epsilon"],
                    help="default 1e-5 (layer-norm-grad, backward)")
+    p.add_argument("--div-sqrt", choices=DIV_SQRT,
+                   help="Div and Sqrt: ftz flushes subnormals, as the 950's intrinsics (its "
+                        "default), ieee keeps them (the other products' default) "
+                        "(layer-norm-grad, backward)")
     p.add_argument("--block-dim", type=int,
                    help="run the multi-core operator on this many cores (layer-norm-grad-beta: "
                         "lngb.emulate_operator, any size; backward: default the product's, at "
@@ -634,6 +645,9 @@ def main(argv=None):
     debug.add_argument("--mode", choices=["observed", "checked"],
                        help="with --kernel: observed (default) or checked (the sanitizer "
                             "checks each instruction as it executes)")
+    debug.add_argument("--div-sqrt", choices=DIV_SQRT,
+                       help="with --api backward or --kernel: Div and Sqrt flush subnormals "
+                            "(ftz, the 950's default) or keep them (ieee)")
     debug.set_defaults(func=debug_command)
     p = sub.add_parser("cache", help="where lngb's compiled kernels are cached on disk, how big "
                                      "and whether warm (info, the default); clear removes them",

@@ -97,3 +97,66 @@ def test_simulate_kernel_takes_the_switch(mode):
         out = lngb.simulate_kernel(divide_and_root, a, b, outputs=[((128,), F32)],
                                    product=product, mode=mode, div_sqrt=div_sqrt).outputs[0]
         assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), (product, div_sqrt)
+
+
+def run_to_the_end(debugger, cores):
+    """Every core run until its end, each waiting at a SyncAll for the others."""
+    from lngb.debug import WaitingAtSyncAll
+    ended = set()
+    while len(ended) < cores:
+        for c in sorted(set(range(cores)) - ended):
+            debugger.focus(c)
+            try:
+                if debugger.run()[0] == "end":
+                    ended.add(c)
+            except WaitingAtSyncAll:
+                pass
+
+
+def test_the_debuggers_take_the_switch():
+    from lngb.debug import BackwardDebugger, KernelDebugger
+    data = tiny_variance_inputs(shape=(2, 3, 64))
+    for div_sqrt, ftz in ((None, True), ("ieee", False)):
+        debugger = BackwardDebugger(*data, epsilon=1e-30, product="atlas-350", block_dim=2,
+                                    div_sqrt=div_sqrt)
+        run_to_the_end(debugger, 2)
+        same_bits(debugger.results()[0],
+                  naive.layer_norm_grad(*data, 1e-30, regbase=True, ftz=ftz)[0])
+    a, b = np.full(64, 1e-39, F32), np.full(64, 3.0, F32)
+    debugger = KernelDebugger(divide_and_root, a, b, outputs=[((128,), F32)],
+                              product="atlas-350", div_sqrt="ieee")
+    run_to_the_end(debugger, 1)
+    assert np.array_equal(debugger.results()[0][64:], np.sqrt(a))
+
+
+def test_lngb_run_takes_div_sqrt(tmp_path, capsys):
+    from lngb.cli import main
+    data = tiny_variance_inputs()
+    names = ("dy", "x", "variance", "mean", "gamma")
+    files = []
+    for name, array in zip(names, data):
+        path = tmp_path / f"{name}.bin"
+        array.tofile(path)
+        files += [f"--{name}", str(path)]
+    for div_sqrt, ftz in (("ftz", True), ("ieee", False)):
+        out = tmp_path / div_sqrt
+        assert main(["run", "--api", "layer-norm-grad", "--shape", "1,2,64", "--product",
+                     "atlas-350", "--epsilon", "1e-30", "--div-sqrt", div_sqrt,
+                     "--out-dir", str(out), *files]) == 0
+        pd_x = np.fromfile(out / "output_pd_x.bin", F32).reshape(1, 2, 64)
+        same_bits(pd_x, naive.layer_norm_grad(*data, 1e-30, regbase=True, ftz=ftz)[0])
+    with pytest.raises(SystemExit):
+        main(["run", "--api", "layer-norm-grad", "--shape", "1,2,64", "--div-sqrt", "fast",
+              *files])
+    capsys.readouterr()
+
+
+def test_lngb_debug_takes_div_sqrt_where_something_divides(tmp_path, capsys):
+    from lngb.cli import main
+    commands = tmp_path / "commands.txt"
+    commands.write_text("continue\n")
+    assert main(["debug", "--api", "backward", "--product", "atlas-350", "--div-sqrt", "ieee",
+                 "--commands", str(commands)]) == 0
+    assert "instructions and events recorded" in capsys.readouterr().out
+    assert main(["debug", "--div-sqrt", "ieee", "--commands", str(commands)]) != 0
+    assert "--div-sqrt is an option of --api backward and --kernel" in capsys.readouterr().err

@@ -462,10 +462,11 @@ class BackwardDebugger(OperatorDebugger):
 
     def __init__(self, input_dy, input_x, input_variance, input_mean, input_gamma, *,
                  epsilon=1e-5, product="atlas-a2", block_dim=None, tile_rows=None,
-                 sat_mode=None):
+                 sat_mode=None, div_sqrt=None):
         self._attach(prepare_backward((input_dy, input_x, input_variance, input_mean,
                                        input_gamma), epsilon, product, block_dim, tile_rows,
-                                      "fast", sat_mode, api="BackwardDebugger"))
+                                      "fast", sat_mode, api="BackwardDebugger",
+                                      div_sqrt=div_sqrt))
 
 
 class KernelDebugger(OperatorDebugger):
@@ -483,12 +484,12 @@ class KernelDebugger(OperatorDebugger):
     call SyncAll a different number of times are a HazardError at once."""
 
     def __init__(self, kernel, *inputs, outputs, block_dim=1, product="atlas-a2",
-                 mode="observed"):
+                 mode="observed", div_sqrt=None):
         api = "KernelDebugger"
         if mode not in ("observed", "checked"):
             raise InvalidArgumentError(f"{api}: mode must be 'observed' or 'checked', got "
                                        f"{mode!r}")
-        run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode)
+        run = prepare_kernel(api, kernel, inputs, outputs, product, block_dim, mode, div_sqrt)
         self._outputs = run.outputs
         if len(run.gms) > GM_SLOTS:
             raise InvalidArgumentError(f"{api}: the kernel has {len(run.gms)} GM tensors; the "
