@@ -99,20 +99,36 @@ def test_a_missing_flag_is_refused_on_every_checked_call(monkeypatch, call):
     call("fast")
 
 
+def same_state(a, b):
+    """Two Sanitizer.snapshot()s equal in every part."""
+    (init_a, ub_a, gm_a, *rest_a), (init_b, ub_b, gm_b, *rest_b) = a, b
+    assert np.array_equal(init_a, init_b)
+    assert ub_a.keys() == ub_b.keys()
+    for key in ub_a:
+        assert all(np.array_equal(x, y) for x, y in zip(ub_a[key], ub_b[key])), key
+    assert gm_a.keys() == gm_b.keys()
+    for key in gm_a:
+        assert [(c, p, w, list(s), list(e)) for c, p, w, s, e in gm_a[key]] == [
+            (c, p, w, list(s), list(e)) for c, p, w, s, e in gm_b[key]], key
+    assert rest_a == rest_b
+
+
 def test_a_reused_check_leaves_each_cores_sanitizer_where_the_check_left_it():
     """A core of a checked run whose check was reused goes on as if it had been checked: its
-    sanitizer's state (bytes initialised, clocks, what each pipe knows) is the first call's."""
+    sanitizer's state (bytes initialised, the shadows, GM in flight, clocks, what each pipe
+    knows, pending flags, who did what) is the first call's, and a later instruction is checked
+    against it."""
     lngb.clear_caches()
     call = CALLS[0]
     first, warm = call("checked"), call("checked")
     for c in (0, 3):
-        made, reused = (r.cores[c].sanitizer.snapshot() for r in (first, warm))
-        assert np.array_equal(made[0], reused[0])
-        assert made[3:6] == reused[3:6]
-    # and a later instruction on a core is checked against that state: reading bytes nothing
-    # has written is still refused, reading the output buffer is not
-    core = warm.cores[0]
-    assert core.sanitizer.initialised.any() and not core.sanitizer.initialised.all()
+        same_state(*(r.cores[c].sanitizer.snapshot() for r in (first, warm)))
+    initialised = warm.cores[0].sanitizer.initialised[:warm.cores[0].ub_size]
+    written = int(np.flatnonzero(initialised)[0]) // 32 * 32
+    hole = int(np.flatnonzero(~initialised)[-1]) // 32 * 32
+    adds_at(warm.cores[0], written)
+    with pytest.raises(lngb.UninitializedReadError):
+        adds_at(warm.cores[0], hole)
 
 
 @pytest.mark.parametrize("call", CALLS[:2], ids=IDS[:2])
