@@ -396,13 +396,13 @@ def emulate_operator(input_dy, res_for_gamma, *, product="atlas-a2", block_dim=N
                           [core.trace for core in run.cores] if mode != "fast" else None)
 
 
-def run_cores(api, key, run, threads, progress, check_gm):
+def run_cores(api, key, run, threads, progress, gm_check):
     """Run a multi-core kernel on `run.cores` (run.kernel(c, runner): core c's kernel; run.gms:
     its GM buffers) as the cores' mode says, and return its Plan (None when run live).
 
     Fast mode replays the plan (cached under `key`, which must determine it) on `threads`
     threads. Checked mode replays it too, once every record of every core has passed the
-    sanitizer, phase by phase as a live run checks them, and `check_gm(cores)`: the verdict is
+    sanitizer, phase by phase as a live run checks them, and `gm_check(cores)`: the verdict is
     the plan's, so later calls of the configuration reuse it; each core's trace is the live
     run's (PlannedTrace). Observed mode runs the cores live, one after another."""
     cores, mode = run.cores, run.cores[0].mode
@@ -420,7 +420,7 @@ def run_cores(api, key, run, threads, progress, check_gm):
         else:
             with core_progress(api, mode, len(cores), progress) as bar:
                 check_plan(plan, cores, bar)
-            check_gm(cores)
+            gm_check(cores)
             plan.checked = True
     schedule.replay(plan, cores, run.gms, min(threads, len(cores)))
     return plan
