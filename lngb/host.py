@@ -10,14 +10,14 @@ import numpy as np
 
 from .arguments import FLOAT_DTYPES, check_choice, is_int
 from .core import MODE_OBSERVERS, AICore, resolve_mode
-from .errors import (CapacityError, InvalidArgumentError, TilingError, check_flag, name_core,
-                     warn)
+from .errors import CapacityError, InvalidArgumentError, TilingError, check_flag, warn
 from .kernels.multicore import OUTPUT, SLOT_NAMES, WORKSPACE, LayerNormGradBetaKernel
 from .kernels.operator_tiling import check_h, operator_tiling, round32
 from .kernels.sample import SampleKernel
 from .kernels.tiling import GetLayerNormGradBetaMaxMinTmpSize, GetLayerNormGradBetaNDTilingInfo
 from .observers.cost import CostModel, operator_cost
 from .observers.gm_check import check_gm
+from .observers.sanitizer import check_cores
 from .products import PRODUCTS, core_bytes, get_product
 from .progress import progress_bar
 from .runtime import recording, schedule
@@ -419,28 +419,12 @@ def run_cores(api, key, run, threads, progress, gm_check):
                 core.sanitizer.catch_up_later(core.trace)
         else:
             with core_progress(api, mode, len(cores), progress) as bar:
-                check_plan(plan, cores, bar)
+                check_cores(cores, [(core.trace.phase(0), core.trace.phase(1)) for core in cores],
+                            plan.end_states, bar=bar)
             gm_check(cores)
             plan.checked = True
     schedule.replay(plan, cores, run.gms, min(threads, len(cores)))
     return plan
-
-
-def check_plan(plan, cores, bar):
-    """Every core's records through its sanitizer, phase 1 of every core then phase 2 (a live
-    run's order), and no SetFlag left unwaited at the end."""
-    for phase in range(2):
-        for c, core in enumerate(cores):
-            bar.set_postfix_str(f"core {c} of {len(cores)}, phase {phase + 1} of 2")
-            try:
-                for record in core.trace.phase(phase):
-                    core.sanitizer.check_record(record, record.seq)
-            except BaseException as err:   # the caller learns which core
-                name_core(err, c, len(cores))
-                raise
-            bar.update()
-    for core, state in zip(cores, plan.end_states):
-        core.sanitizer.finish(AICore.flags_in(state))
 
 
 def core_progress(api, mode, cores, enabled):

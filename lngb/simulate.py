@@ -31,7 +31,8 @@ from .arguments import check_int
 from .core import AICore, resolve_mode
 from .errors import CapacityError, HazardError, InvalidArgumentError, name_core, warn
 from .observers.cost import CostModel
-from .observers.gm_check import check_gm
+from .observers.gm_check import check_gm, phases_of
+from .observers.sanitizer import check_cores
 from .products import get_product
 from .runtime.cache import Exact, Uncacheable, exact
 from .runtime.reads import kernel_key
@@ -352,11 +353,12 @@ def _phases(rows):
 
 
 def _replay_cores(run):
-    """Fast mode, under the replay rule of one core (PreparedKernel.key): record each core's
-    kernel once (a dry run, core by core: nothing executes, so no core waits at a SyncAll),
-    then replay phase by phase, every core's rows up to its next SyncAll before any core's next
-    phase (what the SyncAlls of a live run guarantee). (cores, rows) — the first core and
-    functions making the others, which a replay needs only as UBs — or None for a live run."""
+    """Fast and checked mode, under the replay rule of one core (PreparedKernel.key): record
+    each core's kernel once (a dry run, core by core: nothing executes, so no core waits at a
+    SyncAll), then replay phase by phase, every core's rows up to its next SyncAll before any
+    core's next phase (what the SyncAlls of a live run guarantee). (cores, rows) — in fast mode
+    the first core and functions making the others, which a replay needs only as UBs; in
+    checked mode the cores (_checked_replay) — or None for a live run."""
     first = run.first
     if first.mode == "observed" or runs_live(first):
         return None
@@ -374,10 +376,7 @@ def _replay_cores(run):
     if first.mode == "checked":
         return _checked_replay(run, recorded)
     ubs = [first.ub] + [_fresh_ub(first.ub.size, touched) for touched in recorded.touched[1:]]
-    padded = pad_gms(run.gms)
-    for phase in range(len(recorded.phases[0])):
-        for ub, phases in zip(ubs, recorded.phases):
-            executor.execute(ub, padded, phases[phase])
+    _execute_phases(ubs, run.gms, recorded)
     first.retired_in_bulk(len(recorded.programs[0].rows), recorded.programs[0].end_state)
     first.last_program = recorded.programs[0]
     cores = [first] + [partial(_replayed_core, first.config, ub, touched, program) for
@@ -392,34 +391,29 @@ def _checked_replay(run, recorded):
     the data), then the replay on the run's cores, each with its program's records as its
     trace."""
     cores, programs = run.cores, recorded.programs
+    for core, program in zip(cores, programs):
+        core.trace = list(program.records)
     if recorded.checked:
-        for core, program in zip(cores, programs):
-            core.sanitizer.catch_up_later(program.records)
+        for core in cores:
+            core.sanitizer.catch_up_later(core.trace)
     else:
-        ends = [np.cumsum([len(rows) for rows in phases]) for phases in recorded.phases]
-        for phase in range(len(recorded.phases[0])):
-            for c, (core, program) in enumerate(zip(cores, programs)):
-                first = int(ends[c][phase - 1]) if phase else 0
-                try:
-                    for record in program.records[first:int(ends[c][phase])]:
-                        core.sanitizer.check_record(record, record.seq)
-                except BaseException as err:   # the caller learns which core
-                    name_core(err, c, run.block_dim, "simulate_kernel")
-                    raise
-        for core, program in zip(cores, programs):
-            core.sanitizer.finish(AICore.flags_in(program.end_state))
-            core.trace = list(program.records)
+        check_cores(cores, [phases_of(core.trace) for core in cores],
+                    [p.end_state for p in programs], "simulate_kernel")
         _check_gm_across_cores(run)
         recorded.checked = True
-    padded = pad_gms(run.gms)
-    for phase in range(len(recorded.phases[0])):
-        for core, phases in zip(cores, recorded.phases):
-            executor.execute(core.ub, padded, phases[phase])
+    _execute_phases([core.ub for core in cores], run.gms, recorded)
     for core, program in zip(cores, programs):
         core.retired_in_bulk(len(program.rows), program.end_state)
         core.last_program = program
-        core.trace = list(program.records)
     return cores, [p.rows for p in programs]
+
+
+def _execute_phases(ubs, gms, recorded):
+    """Every core's rows up to its next SyncAll before any core's next phase."""
+    gms = pad_gms(gms)
+    for phase in range(len(recorded.phases[0])):
+        for ub, phases in zip(ubs, recorded.phases):
+            executor.execute(ub, gms, phases[phase])
 
 
 def _record_cores(run, key):

@@ -19,7 +19,7 @@ def check_gm(cores, gms, shared, slot_names, inputs=()):
     shared bytes no core has written, except the (slot, start, end) byte ranges of `inputs` (the
     host's data in a shared slot). `gms[c]` are core c's GM buffers by slot (the shared ones the
     same arrays for every core)."""
-    phases = [_phases(core.trace) for core in cores]
+    phases = [phases_of(core.trace) for core in cores]
     written = {slot: np.zeros(gms[0][slot].size, bool) for slot in shared}
     for slot, start, end in inputs:
         written[slot][start:end] = True
@@ -64,8 +64,8 @@ def check_gm(cores, gms, shared, slot_names, inputs=()):
             written[slot] |= writer[slot] >= 0
 
 
-def _phases(records):
-    """A core's records cut after each SyncAll."""
+def phases_of(records):
+    """A core's records cut after each SyncAll (a last, maybe empty, phase after the last)."""
     phases, start = [], 0
     for i, record in enumerate(records):
         if record.name == "SyncAll":

@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import HazardError, UninitializedReadError
+from ..errors import HazardError, UninitializedReadError, name_core
 from ..runtime.cache import Cache
 from ..vector_ops.footprint import footprint
 from ..vector_ops.program import COPY, DST, EVENT, KIND, OP, PIPE, SRC0, SRC1
@@ -392,6 +392,28 @@ class Sanitizer:
             names = ", ".join(f"SetFlag({event.name}, {event_id}) x{n}"
                               for (event, event_id), n in pending.items())
             raise HazardError(f"unpaired flags at the end of the kernel: {names} never waited for")
+
+
+def check_cores(cores, phases, end_states, api=None, bar=None):
+    """A multi-core kernel's records through each core's sanitizer in a live run's order: phase
+    k (up to its k-th SyncAll) of every core before phase k + 1 of any; then no SetFlag may be
+    left unwaited at a core's end. phases[c]: core c's records, phase by phase; end_states[c]:
+    its state() after them; `bar`: a progress bar, a step per core and phase. An error names
+    its core (err.block_idx)."""
+    for k in range(max(map(len, phases))):
+        for c, core in enumerate(cores):
+            if bar is not None:
+                bar.set_postfix_str(f"core {c} of {len(cores)}, phase {k + 1} of {len(phases[c])}")
+            try:
+                for record in phases[c][k] if k < len(phases[c]) else ():
+                    core.sanitizer.check_record(record, record.seq)
+            except BaseException as err:   # the caller learns which core
+                name_core(err, c, len(cores), api)
+                raise
+            if bar is not None:
+                bar.update()
+    for core, state in zip(cores, end_states):
+        core.sanitizer.finish(core.flags_in(state))
 
 
 def _accessed(clocks):
