@@ -25,20 +25,19 @@ from ..errors import InvalidArgumentError, OutOfBoundsError, name_core, warn
 from ..record import TraceRecord
 from ..tensor import LocalTensor
 from ..products import SCALAR_REGISTERS
-from ..vector_ops.program import (DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, OP, SCALAR_AT, SRC0,
-                                  SRC1)
+from ..vector_ops.program import (DST, ELEMENTWISE, FLAT, GM_SLOTS, KIND, N_COLS, OP, SCALAR_AT,
+                                  SRC0, SRC1)
 from ..vector_ops.table import TABLE
 from ..vector_ops.footprint import extents
 from ..vector_ops import executor
 from ..vector_ops.walk import G_WORD, GRANULE, gm_bursts
 from .cache import ALSO_CLEARED, Cache, cache_key, held_bytes
-from .recording import pad_gms
+from .recording import RECORD_BYTES, pad_gms
 
 PLANS = Cache("operator plans")
 LOCKSTEP = 16     # cores a replay job runs in lock step, at most (bench/HISTORY.md)
 SHORT_ROW = 256   # elements: plans whose element-wise rows average fewer go in lock step
 GET_VALUE = TABLE["GetValue"].opcode
-RECORD_BYTES = 700  # a kept trace record with its operands (tracemalloc: about 670)
 SPARE_BLOCKS = 4  # interleaved blocks kept for the next lock-step jobs (release), at most
 _SPARE_BLOCKS, _SPARE_LOCK = [], threading.Lock()
 
@@ -215,7 +214,7 @@ class Plan:
         return held_bytes(2 * self.rows.nbytes + self.points.nbytes
                           + 3 * sum(s.nbytes for p in self.schedules for s in p)
                           + sum(t.nbytes for t in self.touched if t is not None)
-                          + RECORD_BYTES * records + 4096)
+                          + (RECORD_BYTES + 8 * N_COLS) * records + 4096)   # (and its row)
 
 
 def plan(key, cores, make_kernel):
