@@ -166,13 +166,21 @@ class Sanitizer:
 
     def _catch_up(self):
         records, self._unchecked = self._unchecked, None
+        try:
+            self._check_all(records)
+        except BaseException:   # Ctrl-C: the catch-up starts again when next needed
+            self._unchecked, self.pristine = records, False
+            raise
+
+    def _check_all(self, records):
+        """Check records in order, all or nothing: after an error (Ctrl-C too) the state is as
+        it was."""
         start = self.snapshot()
         try:
             for record in records:
                 self.check_record(record, record.seq)
-        except BaseException:   # Ctrl-C: the catch-up starts again when next needed
+        except BaseException:
             self.restore(start)
-            self._unchecked, self.pristine = records, False
             raise
 
     def host_write(self, start, nbytes):
@@ -194,13 +202,7 @@ class Sanitizer:
             self._catch_up()
         checked = CHECKS.get(program.key) if program.key is not None else None
         if checked is None:
-            start = self.snapshot()
-            try:
-                for record in program.records:
-                    self.check_record(record, record.seq)
-            except BaseException:
-                self.restore(start)
-                raise
+            self._check_all(program.records)
             checked = self.snapshot()
             if program.key is not None:
                 CHECKS.put(program.key, checked, _snapshot_bytes(checked))
