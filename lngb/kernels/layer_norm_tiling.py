@@ -127,16 +127,15 @@ def _dims(srcShape):
         raise InvalidArgumentError(f"srcShape must be a sequence of ints, got {srcShape!r}") from None
 
 
-def _check_common(log, dims, typeSize, check_dims=True):
+def _check_common(log, dims, typeSize):
     """CheckLayerNormHostCommon: shape size, then 4 dims, then typeSize; each check logs and
-    returns from the check only, so the first failure alone is logged. `check_dims` False: the
-    form-2 call, whose documented {A, R} would log "should be 4" on every call (lngb does not)."""
+    returns from the check only, so the first failure alone is logged."""
     if not dims or math.prod(dims) <= 0:
         log.log("Input Shape size must be greater than 0.")
-    elif check_dims and len(dims) != 4:
+    elif len(dims) != 4:
         log.log(f"The dims of srcShape is {len(dims)}, should be 4 (e.g. [B, S, storageHLength, "
                 "originHLength])!")
-    elif check_dims and typeSize not in (2, 4):
+    elif typeSize not in (2, 4):
         log.log(f"Type size {typeSize} is unsupported!")
 
 
@@ -225,7 +224,7 @@ def _form_2(func, srcShape, typeSize, isReuseSource, isComputeRstd, isOnlyOutput
     if isOnlyOutput is not None:
         check_flag(func, "isOnlyOutput", isOnlyOutput)
     check_flag(func, "strict", strict)
-    regbase = _product(product, func).kernel_path == "regbase"
+    product = _product(product, func)
     log = HostLog(_API, func, strict)
     if typeSize == 0:
         log.messages.append("typeSize can not be 0!")
@@ -235,14 +234,16 @@ def _form_2(func, srcShape, typeSize, isReuseSource, isComputeRstd, isOnlyOutput
         log.stop()
     if typeSize > 32:   # CANN's 32 / typeSize elements of alignment would be 0: a division by 0
         log.fail(f"Type size {typeSize} is unsupported!")
-    if regbase:
+    if product.kernel_path == "regbase":
         if len(dims) < 2:
             log.fail(f"srcShape is [A, R] (at least 2 dims on the 950), got {len(dims)} dims")
         return dims, typeSize, True, log
-    _check_common(log, dims, typeSize, check_dims=False)
+    # CheckLayerNormHostCommon's first check; its "should be 4 dims" would be logged for the
+    # documented {A, R} on every call, and its typeSize check is then never reached
+    if not dims or math.prod(dims) <= 0:
+        log.log("Input Shape size must be greater than 0.")
     if len(dims) != 2:
-        log.fail(f"srcShape is [A, R]: 2 dims on {_product(product, func).name}, got "
-                 f"{len(dims)} dims")
+        log.fail(f"srcShape is [A, R]: 2 dims on {product.name}, got {len(dims)} dims")
     return dims, typeSize, False, log
 
 
