@@ -24,7 +24,8 @@ import numpy as np
 
 from .arguments import check_choice, check_dtype, check_int, check_shape, is_int
 from .errors import CapacityError, InvalidArgumentError, check_flag, warn
-from .products import SCALAR_REGISTERS, VREG_BYTES, VREG_COUNT, core_bytes, get_product
+from .products import (SCALAR_REGISTERS, VREG_BYTES, VREG_COUNT, cmpmask_address, core_bytes,
+                       get_product)
 from .record import TraceRecord, call_site, describe_operands
 from .runtime import recording
 from .runtime.cache import Cache, Exact, plain_key
@@ -456,6 +457,11 @@ class AICore:
         if self.recorder is not None:
             return recording.ScalarRef(self, register, tensor.dtype, serial)
         return tensor._host_view()[index]
+
+    @property
+    def cmpmask_address(self):
+        """Where the compare-mask register (SetCmpMask, Select) lies in the core's memory."""
+        return cmpmask_address(self.ub_size)
 
     def scalar_register(self, serial):
         """The UB address of the scalar register the `serial`-th GetValue fills (they take the

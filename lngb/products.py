@@ -26,10 +26,17 @@ class Product:
 KIB = 1024
 VREG_COUNT, VREG_BYTES = 32, 256   # the 950's 32 RegTensors (spec regbase.md §1.2)
 SCALAR_REGISTERS = 64              # 4-byte registers GetValue reads UB values into
+CMPMASK_BYTES = 16                 # the compare-mask register SetCmpMask loads (UNCONFIRMED width)
+CONTROL_BYTES = 128                # room for it, keeping core memory whole 128-byte granules
 
 
 def core_bytes(ub_size):
-    """A core's memory array: the UB, then the vector registers, then the scalar registers."""
+    """A core's memory array: the UB, the vector registers, the scalar registers, then the
+    compare-mask register."""
+    return cmpmask_address(ub_size) + CONTROL_BYTES
+
+
+def cmpmask_address(ub_size):
     return ub_size + VREG_COUNT * VREG_BYTES + 4 * SCALAR_REGISTERS
 
 

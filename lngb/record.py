@@ -18,7 +18,7 @@ _LNGB_DIR = os.path.dirname(os.path.abspath(__file__))
 _INTERNAL = tuple(os.path.join(_LNGB_DIR, name) for name in (
     "core.py", "tensor.py", "record.py", "simulate.py", os.path.join("kernels", "pipe.py")))
 _LAYERS = tuple(os.path.join(_LNGB_DIR, d) + os.sep for d in ("vector_ops", "runtime"))
-DTYPE_NAMES = {P.F32: "f32", P.F16: "f16"}
+DTYPE_NAMES = {P.F32: "f32", P.F16: "f16", P.I16: "s16"}
 _SHOWN_NAMES = {}  # code file -> how a record shows it (None: inside the machine)
 
 
@@ -125,7 +125,7 @@ class TraceRecord:
 
     @property
     def is_vector(self):
-        return self.row[P.KIND] in (P.ELEMENTWISE, P.REDUCE, P.BROADCAST)
+        return self.row[P.KIND] in (P.ELEMENTWISE, P.REDUCE, P.BROADCAST, P.SELECT)
 
     @property
     def dtype(self):

@@ -22,8 +22,8 @@ from lngb.vector_ops import (MASK_PLACEHOLDER, Abs, Add, Adds, BinaryRepeatParam
                              BlockReduceSum, Brcb, BrcbRepeatParams, Cast, DataCopy,
                              DataCopyParams, Div, Duplicate, DuplicateLane, MaskMode, Max, Maxs,
                              Min, Mins, Mul, Muls, PairReduceSum, Relu, ResetMask, RoundMode, SetMaskCount,
-                             SetMaskNorm, SetVectorMask, Sqrt, Sub, UnaryRepeatParams,
-                             WholeReduceSum)
+                             Select, SetCmpMask, SetMaskNorm, SetVectorMask, Sqrt, Sub,
+                             UnaryRepeatParams, WholeReduceSum)
 
 import naive
 from conftest import F16, F32, fill_random, garbage_ub, put, random_finite, seed_of
@@ -407,7 +407,98 @@ def build_lane(spec, core, rng):
     return run, oracle
 
 
-BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy, BRCB: build_brcb, LANE: build_lane}
+@dataclass(frozen=True)
+class SEL:
+    """SetCmpMask(cmp[cmp_offset]) alone (instr "SetCmpMask"), or Select(dst, selMask, src0,
+    repeat, BinaryRepeatParams) (instr "Select") on the compare-mask register as the UB
+    garbage left it. form: "normal_ph" (SetVectorMask(mask)) or "counter_ph" (counter mode,
+    SetVectorMask(0, count)); Select takes no mask argument. strides = (dstBlk, src0Blk,
+    dstRep, src0Rep); sel_bits: selMask's bytes (random if None)."""
+    instr: str
+    dtype: np.dtype
+    form: str = "normal_ph"
+    mask: object = None
+    repeat: int = 1
+    count: int = None
+    strides: tuple = (1, 1, 8, 8)
+    alias: bool = False          # dst is src0
+    cmp_offset: int = 0          # SetCmpMask: elements of dtype into its source
+    sel_mask_dtype: np.dtype = np.dtype(np.uint16)
+    specials: tuple = ()
+
+    @property
+    def epr(self):
+        return EPR[self.dtype]
+
+
+def build_sel(spec, core, rng):
+    dt = spec.dtype
+    src0 = core.alloc(TENSOR_BYTES // dt.itemsize, dt)
+    _write_sources([src0], spec.specials, rng)
+    dst = src0 if spec.alias else core.alloc(TENSOR_BYTES // dt.itemsize, dt)
+    sel = core.alloc(512 // spec.sel_mask_dtype.itemsize, spec.sel_mask_dtype)
+    register = core.cmpmask_address
+    cmp_src = src0[spec.cmp_offset]
+
+    def run():
+        if spec.instr == "SetCmpMask":
+            SetCmpMask(cmp_src)
+            return
+        _mask_prologue(spec.form, spec.mask, spec.count, spec.epr, dt)
+        dblk, sblk, drep, srep = spec.strides
+        Select(dst, sel, src0, spec.repeat, BinaryRepeatParams(dblk, sblk, 1, drep, srep, 8))
+        _mask_epilogue(spec.form)
+
+    def oracle(memory):
+        if spec.instr == "SetCmpMask":
+            return naive.set_cmp_mask(memory, cmp_src.address, register)
+        return naive.select_tensor_scalar(
+            memory, dt, dst.address, sel.address, src0.address, register, strides=spec.strides,
+            **_oracle_mask(spec.form, spec.mask, spec.count, spec.repeat))
+
+    return run, oracle
+
+
+@dataclass(frozen=True)
+class MULS16:
+    """Muls on int16 (the EW forms: "count", "mask", "counter", "counter_ph", "normal_ph")."""
+    scalar: int
+    form: str = "mask"
+    mask: object = None
+    repeat: int = 1
+    count: int = None
+    strides: tuple = (1, 1, 8, 8)
+    alias: bool = False
+    instr: str = "Muls"
+    dtype: np.dtype = np.dtype(np.int16)
+    epr: int = 128
+
+
+def build_muls16(spec, core, rng):
+    i16 = np.dtype(np.int16)
+    src = core.alloc(TENSOR_BYTES // 2, i16)
+    src.write(rng.integers(-32768, 32768, size=src.size).astype(i16))
+    put(src, [0, 1, -1, 32767, -32768, 181, -182, 256])
+    dst = src if spec.alias else core.alloc(TENSOR_BYTES // 2, i16)
+
+    def run():
+        _mask_prologue(spec.form, spec.mask, spec.count, spec.epr, i16)
+        if spec.form == "count":
+            Muls(dst, src, spec.scalar, spec.count)
+        else:
+            m, rep, kw = _mask_call_args(spec.form, spec.mask, spec.count, spec.repeat)
+            Muls(dst, src, spec.scalar, m, rep, UnaryRepeatParams(*spec.strides), **kw)
+        _mask_epilogue(spec.form)
+
+    def oracle(ub):
+        return naive.muls_int16(ub, dst.address, src.address, spec.scalar, strides=spec.strides,
+                                **_oracle_mask(spec.form, spec.mask, spec.count, spec.repeat))
+
+    return run, oracle
+
+
+BUILDERS = {EW: build_ew, RED: build_red, COPY: build_copy, BRCB: build_brcb, LANE: build_lane,
+            SEL: build_sel, MULS16: build_muls16}
 
 
 # =============================================================================================
@@ -534,7 +625,7 @@ def check_spec(spec, *, product="atlas-a2", sat=None, mode="fast", seed=0, nop=N
     run, oracle = BUILDERS[type(spec)](spec, core, rng)
     before = core.ub.copy()
     # the oracles see the UB, and the vector registers after it if the instruction uses them
-    result = oracle(before if isinstance(spec, LANE) else before[:core.ub_size])
+    result = oracle(before if isinstance(spec, (LANE, SEL)) else before[:core.ub_size])
     expected_ub, extra = result if isinstance(result, tuple) else (result, [])
     expected = before.copy()
     expected[:expected_ub.size] = expected_ub

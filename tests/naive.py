@@ -796,3 +796,53 @@ def layer_norm_max_min(b, s, h, type_size, reuse):
     mv, inp, hd = up32(4 * b * s), up32(4 * b * s * h), up32(4 * h)
     n = 2 if (reuse and type_size == 4) else 3
     return n * inp + 2 * mv, n * hd + 2 * mv
+
+
+# ---------------------------------------------------------------------------------------------
+# SetCmpMask, Select's tensor-scalar mode, Muls on int16 (spec layernorm.md §4.2)
+
+CMPMASK_BYTES = 16
+
+
+def set_cmp_mask(memory, src, register):
+    """The compare-mask register (16 bytes at byte `register` of the core's memory) := the 16
+    bytes at `src`."""
+    out = _copy_ub(memory)
+    out[register:register + CMPMASK_BYTES] = out[src:src + CMPMASK_BYTES]
+    return out
+
+
+def select_tensor_scalar(memory, dtype, dst, sel_mask, src0, register, *, mode="normal",
+                         mask=None, repeat=1, count=None, strides=(1, 1, 8, 8)):
+    """Select mode 1: each active lane := src0's element where its selMask bit is 1, else the
+    first sizeof(T) bytes of the compare-mask register; bit r * epr + e for lane e of repeat r,
+    LSB first; the bits move unchanged. strides = (dstBlk, src0Blk, dstRep, src0Rep)."""
+    bits_type = {2: np.uint16, 4: np.uint32}[np.dtype(dtype).itemsize]
+    s = np.dtype(bits_type).itemsize
+    out = _copy_ub(memory)
+    scalar = _load(out, [register], bits_type)[0]
+    dbs, sbs, drs, srs = strides
+    epr = 256 // s
+    for r, lanes in enumerate(active_lanes(epr, mode=mode, mask=mask, repeat=repeat, count=count)):
+        picked = []
+        for e in lanes:
+            bit = r * epr + e
+            if (out[sel_mask + bit // 8] >> (bit % 8)) & 1:
+                picked.append(_load(out, [lane_address(src0, s, sbs, srs, r, e)], bits_type)[0])
+            else:
+                picked.append(scalar)
+        _store(out, [lane_address(dst, s, dbs, drs, r, e) for e in lanes], picked, bits_type)
+    return out
+
+
+def muls_int16(ub, dst, src, scalar, *, mode="normal", mask=None, repeat=1, count=None,
+               strides=(1, 1, 8, 8)):
+    """Muls on int16: the exact product, saturated to int16 (lngb's assumption: the device's
+    overflow behaviour is not documented)."""
+    out = _copy_ub(ub)
+    dbs, sbs, drs, srs = strides
+    for r, lanes in enumerate(active_lanes(128, mode=mode, mask=mask, repeat=repeat, count=count)):
+        x = _load(out, [lane_address(src, 2, sbs, srs, r, e) for e in lanes], np.int16)
+        product = np.clip(x.astype(np.int64) * int(scalar), -32768, 32767).astype(np.int16)
+        _store(out, [lane_address(dst, 2, dbs, drs, r, e) for e in lanes], product, np.int16)
+    return out

@@ -1,5 +1,5 @@
 """The golden tables of the instruction families (test_arithmetic, test_cast, test_reductions,
-test_datacopy, test_brcb) checked together:
+test_datacopy, test_brcb, test_select) checked together:
 
 1. Row ids are unique across all families (they name the tests and seed the rows).
 2. Every name in ``INSTRUCTIONS`` has golden rows, with the applicable edge-case names.
@@ -16,11 +16,12 @@ from test_brcb import GOLDEN as BRCB_ROWS
 from test_cast import GOLDEN as CAST_ROWS
 from test_datacopy import GOLDEN as DATACOPY_ROWS
 from test_reductions import GOLDEN as REDUCTION_ROWS
+from test_select import GOLDEN as SELECT_ROWS
 
 pytestmark = pytest.mark.jitted
 
 # every family's rows, in the order of the table before it was split by family
-GOLDEN = ARITHMETIC_ROWS + CAST_ROWS + REDUCTION_ROWS + DATACOPY_ROWS + BRCB_ROWS
+GOLDEN = ARITHMETIC_ROWS + CAST_ROWS + REDUCTION_ROWS + DATACOPY_ROWS + BRCB_ROWS + SELECT_ROWS
 
 
 def test_golden_ids_unique():
@@ -42,6 +43,8 @@ APPLICABLE = {
     "DataCopy": ("repeat_0", "stride_gt_1", "tail"),
     "Brcb": ("repeat_0", "stride_gt_1", "tail"),   # no mask, no in-place (no overlap allowed)
     "DuplicateLane": ("tail",),   # one element to every lane: no mask, repeat or stride
+    "Select": tuple(c for c in EDGE_CASES if c != "dst_eq_src1"),   # selMask is no lane source
+    "SetCmpMask": ("tail",),      # 16 bytes into a register: no mask, repeat or stride
 }
 
 

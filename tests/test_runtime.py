@@ -37,8 +37,9 @@ NO_JIT = numba.config.DISABLE_JIT
 def test_every_instruction_entry_names_its_footprint_and_cost():
     for entry in TABLE.entries:
         if entry.is_instruction:
-            assert entry.family.footprint in ("lanes", "groups", "bursts", "blocks"), entry.name
-            assert entry.cost_rule in ("rate", "copy"), entry.name
+            assert entry.family.footprint in ("lanes", "groups", "bursts", "blocks", "select",
+                                              "register"), entry.name
+            assert entry.cost_rule in ("rate", "copy", "cmpmask"), entry.name
             if entry.cost_rule == "rate":
                 assert len(entry.rate) == 2 and min(entry.rate) > 0, entry.name
         else:

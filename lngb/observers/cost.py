@@ -17,7 +17,7 @@ from ..arguments import check_number
 from ..errors import InvalidArgumentError
 from ..files import write_file
 from ..products import PRODUCTS, get_product
-from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F16, MASK_SETS, OP,
+from ..vector_ops.program import (COPY_DIR, DST, DT_DST, DT_SRC, F32, MASK_SETS, OP,
                                   REDUCE, SRC0, SRC1, UB_TO_UB)
 from ..vector_ops.program import PIPE as PIPE_COL
 from ..vector_ops.table import TABLE
@@ -42,6 +42,8 @@ CONSTANTS = {
                                      "calls make 4, a mask argument 1"),
     "scalar_access_cycles": Constant(1, "GetValue/SetValue on the scalar pipe; no published "
                                         "figure", True),
+    "cmpmask_load_cycles": Constant(1, "SetCmpMask, a 16-byte register load on the vector pipe; "
+                                       "no published figure", True),
     "barrier_drain_cycles": Constant(4, "PipeBarrier drain after the pipe's last completion; "
                                         "no published figure", True),
     "reduce_latency_cycles": Constant(3, "reductions pay roughly 2-5 Add-equivalents of latency "
@@ -114,7 +116,7 @@ def _check_rates(api, rates):
 
 def vector_elements(row):
     """Lanes an element-wise or reduction row sweeps: repeats x lanes per repeat."""
-    epr = 256 // (4 if (row[DT_DST] != F16 or row[DT_SRC] != F16) else 2)
+    epr = 256 // (4 if F32 in (row[DT_DST], row[DT_SRC]) else 2)
     return _repeat_count(row, epr) * epr
 
 
@@ -181,8 +183,10 @@ class CostModel:
         entry = TABLE.by_opcode[int(row[OP])]
         v = self.values
         if entry.cost_rule == "rate":
-            rate = v["rates"][entry.name][0 if (row[DT_DST] == F16 and row[DT_SRC] == F16) else 1]
+            rate = v["rates"][entry.name][1 if F32 in (row[DT_DST], row[DT_SRC]) else 0]
             return float(vector_elements(row) / rate)
+        if entry.cost_rule == "cmpmask":
+            return float(v["cmpmask_load_cycles"])
         if entry.cost_rule == "copy":
             nbytes = int(copy_bytes(row))
             if row[COPY_DIR] == UB_TO_UB:

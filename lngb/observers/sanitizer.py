@@ -34,7 +34,8 @@ from ..vector_ops.types import HardEvent, Pipe
 from ..vector_ops.walk import gm_bursts
 
 OPCODES = {name: TABLE[name].opcode for name in ("PipeBarrier", "SyncAll", "Undefine", "SetFlag",
-                                                  "WaitFlag", "GetValue", "SetValue")}
+                                                  "WaitFlag", "GetValue", "SetValue",
+                                                  "SetCmpMask")}
 CHECKS = Cache("sanitizer checks")
 S, V, MTE2, MTE3 = (int(p) for p in (Pipe.PIPE_S, Pipe.PIPE_V, Pipe.PIPE_MTE2, Pipe.PIPE_MTE3))
 PIPES = 4                 # S, V, MTE2, MTE3: the pipes that touch memory
@@ -275,8 +276,11 @@ class Sanitizer:
         try:
             read = read_flags[lo:hi].view(bool)
             written = written_flags[lo:hi].view(bool)
+            # SetCmpMask loads its 16 bytes with their state: CANN's LayerNorm loads a row sum
+            # and 12 bytes nothing wrote, and its Select reads only the sum (layernorm.md §4.7)
+            carries = op == OPCODES["SetCmpMask"]
             uninitialised = read & ~self.initialised[lo:hi]
-            if uninitialised.any():
+            if uninitialised.any() and not carries:
                 start, end = _first_run(uninitialised, lo)
                 raise UninitializedReadError(
                     f"#{seq} {record.name} ({record.source}) reads UB bytes [{start}, {end}) "
@@ -289,7 +293,12 @@ class Sanitizer:
             if gm_access is not None:
                 key, write, starts, ends = gm_access
                 self.gm.setdefault(key, []).append((clock, pipe, write, starts, ends))
-            self._written()[lo:hi] |= written
+            if carries:
+                src, register, n = int(row[DST]), int(row[SRC1]), int(row[SRC0])
+                initialised = self._written()
+                initialised[register:register + n] = initialised[src:src + n]
+            else:
+                self._written()[lo:hi] |= written
         finally:
             read_flags[lo:hi] = 0
             written_flags[lo:hi] = 0

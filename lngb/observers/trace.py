@@ -55,6 +55,8 @@ def _event_detail(record):
         return f"UB@{row[P.DST]} {row[P.SRC0]} bytes -> scalar register @{row[P.SRC1]}"
     if name == "SetValue":
         return f"UB@{row[P.DST]}"
+    if name == "SetCmpMask":
+        return f"UB@{row[P.DST]} {row[P.SRC0]} bytes -> compare-mask register"
     if name == "SyncAll":
         return "every core waits for all the others"
     if name == "Undefine":

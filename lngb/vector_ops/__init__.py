@@ -17,6 +17,7 @@ BlockReduceSum = TABLE.wrapper("BlockReduceSum")
 WholeReduceSum = TABLE.wrapper("WholeReduceSum")
 PairReduceSum = TABLE.wrapper("PairReduceSum")
 DataCopy = TABLE.wrapper("DataCopy")
+SetCmpMask, Select = TABLE.wrapper("SetCmpMask"), TABLE.wrapper("Select")
 
 INSTRUCTIONS = TABLE.instruction_names()
 

@@ -1,7 +1,7 @@
 """What every vector instruction wrapper shares: mask resolution, operand checks, the row."""
 import numpy as np
 
-from ..arguments import is_real
+from ..arguments import check_int, is_real
 from ..errors import InvalidArgumentError, check_flag
 from ..runtime.recording import ScalarAccess, ScalarRef
 from .checks import (UINT32_MAX, UINT64_MAX, Lanes, check_inside, check_no_partial_overlap,
@@ -73,10 +73,20 @@ class Operand:
 
 
 def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, scalar=0,
-                      round_mode=0, sat_mode=None, saturates=True):
+                      round_mode=0, sat_mode=None, saturates=True, reads=True):
     """Validate and issue one element-wise instruction (count form when `repeat` is None).
     `scalar`: the scalar operand's bits in dst's type (scalar_bits); `saturates=False`: the
-    result moves bits and ignores the saturation mode (Duplicate).
+    result moves bits and ignores the saturation mode (Duplicate); `reads=False`: the result
+    does not depend on the sources, which the row then does not read."""
+    row = elementwise_row(entry, dst, sources, mask, repeat, is_set_mask=is_set_mask,
+                          scalar=scalar, round_mode=round_mode, sat_mode=sat_mode,
+                          saturates=saturates, reads=reads)
+    dst.tensor.core.issue(row, (dst, *sources))
+
+
+def elementwise_row(entry, dst, sources, mask, repeat, *, is_set_mask=True, scalar=0,
+                    round_mode=0, sat_mode=None, saturates=True, reads=True):
+    """issue_elementwise's row, validated, not issued.
 
     An instruction on the 950's vector registers (VREG operands) stands for a register-based
     op: its mask is a MaskReg (a normal-mode mask), and the global mask register is left as is."""
@@ -122,20 +132,23 @@ def issue_elementwise(entry, dst, sources, mask, repeat, *, is_set_mask=True, sc
     row[DST_REP], row[SRC0_REP], row[SRC1_REP] = dst.rep, src0.rep, src1.rep
     row[ROUND] = round_mode
     row[SAT] = 0 if not saturates else (core.sat_mode if sat_mode is None else int(bool(sat_mode)))
-    row[SOURCES] = entry.family.sources
+    row[SOURCES] = entry.family.sources if reads else 0
     row[MASK_SETS] = 4 if count_form else int(is_set_mask)
     row[FLAT] = flat_elements(row)
     set_register(row, mode, *register)
-    core.issue(row, (dst, *sources))
+    return row
 
 
 def scalar_bits(api, value, dtype):
     """The scalar converted to the tensor's dtype (RNE; beyond the type's range -> inf), as its
-    bits; a GetValue's ScalarRef of the same recording and type is passed on as it is."""
+    bits; a GetValue's ScalarRef of the same recording and type is passed on as it is. An int16
+    scalar must be an integer in int16's range."""
     if isinstance(value, ScalarRef):
         if not value.usable_by(value.core, np.dtype(dtype)):
             raise ScalarAccess(api)   # converted, stale or foreign: the kernel runs live
         return value
+    if dtype == np.int16:
+        return check_int(api, "the int16 scalar", value, -32768, 32767) & 0xFFFF
     if not is_real(value):
         raise InvalidArgumentError(f"{api}: the scalar {value!r} is not a number")
     try:

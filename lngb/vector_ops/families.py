@@ -1,9 +1,9 @@
 """The kernel families the executor calls out of line, each compiled the first time a program
 runs one of its rows (`helpers`): the reductions (BlockReduceSum, WholeReduceSum,
-PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys, GetValue, and
-the lane walk of element-wise rows. Each is a body (ub, row, cores, scratch, flags, lane) on
-every core of ub, a block of `cores` interleaved UBs (walk.interleaved), inlined into its C
-entry point `<body>_entry` of pointers (see loops.py)."""
+PairReduceSum), the block broadcasts (Brcb, DuplicateLane), UB -> UB DataCopys, register loads
+(GetValue, SetCmpMask), Select, and the lane walk of element-wise rows. Each is a body (ub,
+row, cores, scratch, flags, lane) on every core of ub, a block of `cores` interleaved UBs
+(walk.interleaved), inlined into its C entry point `<body>_entry` of pointers (see loops.py)."""
 import numpy as np
 from numba import carray
 
@@ -51,6 +51,16 @@ def scalar_reads(ub, row, cores, scratch, flags, lane):
     scalar_read(ub, cores, row)
 
 
+@njit(inline="always")
+def selects(ub, row, cores, scratch, flags, lane):
+    bits = scratch.view(np.uint32)
+    for c in range(cores):
+        if dtype_size(row[DT_DST]) == 4:
+            select_core(ub, ub.view(np.uint32), cores, c, row, bits, G_F32, 4)
+        else:
+            select_core(ub, ub.view(np.uint16), cores, c, row, bits, G_HALF, 2)
+
+
 def ub_copies_entry(ub, nbytes, row, cores, scratch, flags, lane):
     ub_copies(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
               carray(flags, 256), lane)
@@ -59,6 +69,11 @@ def ub_copies_entry(ub, nbytes, row, cores, scratch, flags, lane):
 def scalar_reads_entry(ub, nbytes, row, cores, scratch, flags, lane):
     scalar_reads(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
                  carray(flags, 256), lane)
+
+
+def selects_entry(ub, nbytes, row, cores, scratch, flags, lane):
+    selects(carray(ub, nbytes), carray(row, N_COLS), cores, carray(scratch, 256),
+            carray(flags, 256), lane)
 
 
 def walks_entry(ub, nbytes, row, cores, scratch, flags, lane):
@@ -220,6 +235,32 @@ def scalar_read(ub, cores, row):
         for k in range(row[SRC0]):
             ub[interleaved(row[SRC1] + k, c, cores, G_BYTE)] = ub[interleaved(row[DST] + k, c,
                                                                                cores, G_BYTE)]
+
+
+@njit
+def select_core(ub, elements, cores, core, row, bits, shift, size):
+    """Select's tensor-scalar mode on core `core` (elements: the UB as dst's type, uint32 or
+    uint16, so bits move unchanged): an active lane takes src0's element where its selMask bit
+    (SRC1; bit r * epr + e) is 1, else the first `size` bytes of the compare-mask register
+    (SCALAR_AT - 1). Every lane of a repeat is read (into `bits`) before any is written."""
+    epr = 256 // size
+    scalar = np.int64(0)
+    for k in range(size):
+        scalar |= np.int64(ub[interleaved(row[SCALAR_AT] - 1 + k, core, cores, G_BYTE)]) << (8 * k)
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):
+            if lane_active(row, r, e, epr):
+                bit = r * epr + e
+                byte = ub[interleaved(row[SRC1] + (bit >> 3), core, cores, G_BYTE)]
+                if (byte >> (bit & 7)) & 1:
+                    bits[e] = elements[interleaved(lane_index(
+                        row[SRC0], size, row[SRC0_BLK], row[SRC0_REP], r, e), core, cores, shift)]
+                else:
+                    bits[e] = scalar
+        for e in range(epr):
+            if lane_active(row, r, e, epr):
+                elements[interleaved(lane_index(row[DST], size, row[DST_BLK], row[DST_REP], r, e),
+                                     core, cores, shift)] = bits[e]
 
 
 @njit(inline="always")

@@ -9,7 +9,7 @@ from .._jit import njit
 from .program import (BLOCK_COUNT, BLOCK_LEN, BROADCAST, COPY, COPY_DIR, COUNTER, DST, DST_BLK,
                       DST_GAP, DST_REP, DT_DST, DT_SRC, ELEMENTWISE, EMPTY_GROUPS, EMPTY_ZERO, F32,
                       GM_TO_UB, GROUP_UNIT, GROUP_WIDTH, KIND, MASK0, N_COLS, REDUCE, REPEAT,
-                      SCALAR_AT, SCALAR_READ, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
+                      SCALAR_AT, SCALAR_READ, SELECT, SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1, SRC1_BLK,
                       SRC1_REP, SRC_GAP, UB_TO_GM)
 from .walk import burst, dtype_size, lane_active, lane_index, lanes_per_repeat, repeat_count
 
@@ -35,6 +35,12 @@ def footprint(row, read, written, bounds):
         _bursts(row, read, written, bounds)
     elif kind == BROADCAST:
         _blocks(row, read, written, bounds)
+    elif kind == SELECT:
+        _selects(row, read, written, bounds)
+    elif kind == SCALAR_READ:   # GetValue, SetCmpMask: UB bytes into a register
+        for k in range(row[SRC0]):
+            _mark(read, row[DST] + k, 1, bounds)
+            _mark(written, row[SRC1] + k, 1, bounds)
 
 
 def extents(rows):
@@ -60,12 +66,15 @@ def extents(rows):
     def strided(which, address, blk, rep):
         add(which, address, address + 32 * rep * (repeats - 1) + 32 * 7 * blk + 32)
 
-    lanes = (kind == ELEMENTWISE) & some
+    lanes = ((kind == ELEMENTWISE) | (kind == SELECT)) & some
     strided(lanes, col[DST], col[DST_BLK], col[DST_REP])
     strided(lanes & (col[SOURCES] >= 1), col[SRC0], col[SRC0_BLK], col[SRC0_REP])
-    strided(lanes & (col[SOURCES] >= 2), col[SRC1], col[SRC1_BLK], col[SRC1_REP])
-    register = (kind == ELEMENTWISE) & (col[SCALAR_AT] != 0)
+    strided(lanes & (col[SOURCES] >= 2) & (kind != SELECT), col[SRC1], col[SRC1_BLK],
+            col[SRC1_REP])
+    register = ((kind == ELEMENTWISE) | (kind == SELECT)) & (col[SCALAR_AT] != 0)
     add(register, col[SCALAR_AT] - 1, col[SCALAR_AT] + 3)
+    selects = (kind == SELECT) & some   # selMask: a bit per lane of every repeat
+    add(selects, col[SRC1], col[SRC1] + (repeats * epr + 7) // 8)
     groups = (kind == REDUCE) & some
     strided(groups, col[SRC0], col[SRC0_BLK], col[SRC0_REP])
     outputs = epr // np.maximum(col[GROUP_WIDTH], 1)
@@ -84,6 +93,27 @@ def extents(rows):
     add(reads, col[DST], col[DST] + col[SRC0])
     add(reads, col[SRC1], col[SRC1] + col[SRC0])
     return (np.concatenate([lo for lo, _ in ranges]), np.concatenate([hi for _, hi in ranges]))
+
+
+@njit
+def _selects(row, read, written, bounds):
+    """Select: the active lanes of src0 and dst, their selMask bits' bytes, and the first
+    sizeof(T) bytes of the compare-mask register (SCALAR_AT - 1)."""
+    size = dtype_size(row[DT_DST])
+    epr = 256 // size
+    any_lane = False
+    for r in range(repeat_count(row, epr)):
+        for e in range(epr):
+            if lane_active(row, r, e, epr):
+                any_lane = True
+                _mark(read, lane_index(row[SRC0], size, row[SRC0_BLK], row[SRC0_REP], r, e), size,
+                      bounds)
+                _mark(read, row[SRC1] + ((r * epr + e) >> 3), 1, bounds)
+                _mark(written, lane_index(row[DST], size, row[DST_BLK], row[DST_REP], r, e), size,
+                      bounds)
+    if any_lane:
+        for k in range(size):
+            _mark(read, row[SCALAR_AT] - 1 + k, 1, bounds)
 
 
 @njit

@@ -32,7 +32,7 @@ from ..errors import InvalidArgumentError
 from . import families
 from .walk import python
 from .program import (BROADCAST, COPY, COPY_DIR, DT_DST, DT_SRC, ELEMENTWISE, EVENT, F32, FLAT,
-                      KIND, OP, REDUCE, UB_TO_UB)
+                      KIND, OP, REDUCE, SELECT, UB_TO_UB)
 
 # an instruction's helpers (loops.py), by column: its lane (for the lane walk), its run loops
 LANE, RUN_F32, RUN_HALF, RUN_MIXED = range(4)
@@ -40,15 +40,15 @@ VARIANT_NAMES = ("lane", "run_f32", "run_half", "run_mixed")
 VARIANT_WHAT = {"lane": "lane, for the lane walk", "run_f32": "float loops",
                 "run_half": "half loops", "run_mixed": "loops"}
 # the families' columns in row 0 (families.py)
-REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS, WALKS = range(5)
+REDUCTIONS, BROADCASTS, UB_COPIES, SCALAR_READS, WALKS, SELECTS = range(6)
 FAMILY_NAMES = {REDUCTIONS: "reductions", BROADCASTS: "broadcasts", UB_COPIES: "ub_copies",
-                SCALAR_READS: "scalar_reads", WALKS: "walks"}
+                SCALAR_READS: "scalar_reads", WALKS: "walks", SELECTS: "selects"}
 
 SIGNATURES = {"lane": LANE_HELPER, "run_f32": RUN_HELPER, "run_half": RUN_HELPER,
               "run_mixed": RUN_HELPER}   # the families' are ROW_HELPER
 FAMILY_WHAT = {"reductions": "the reductions", "broadcasts": "Brcb and DuplicateLane",
-               "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue",
-               "walks": "the lane walk"}
+               "ub_copies": "UB -> UB DataCopy", "scalar_reads": "GetValue and SetCmpMask",
+               "walks": "the lane walk", "selects": "Select"}
 
 
 @njit(inline="always")
@@ -59,6 +59,8 @@ def family_of(kind):
         return REDUCTIONS
     if kind == BROADCAST:
         return BROADCASTS
+    if kind == SELECT:
+        return SELECTS
     return UB_COPIES if kind == COPY else SCALAR_READS
 
 
@@ -153,7 +155,7 @@ def _filled(entry):
 
 # the CPU seconds a cold compile of each helper took on the 2-core machine (the notice's estimate)
 ESTIMATE_S = {"lane": 1, "walks": 2, "run_f32": 1, "run_half": 1, "run_mixed": 1, "reductions": 3,
-              "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "executor": 4}
+              "broadcasts": 1, "ub_copies": 1, "scalar_reads": 1, "selects": 1, "executor": 4}
 COMPILE_LISTENERS = []   # callables (message) that show compile notices; stderr when empty
 
 

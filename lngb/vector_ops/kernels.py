@@ -4,7 +4,7 @@ import numpy as np
 
 from .._jit import njit
 from .half import float_to_half, narrow_rint, widen
-from .program import F32
+from .program import F32, I16
 from .types import RoundMode
 from .walk import G_BYTE, interleaved
 
@@ -15,6 +15,8 @@ RINT, NONE = int(RoundMode.CAST_RINT), int(RoundMode.CAST_NONE)
 def load(f32, u16, code, index):
     if code == F32:
         return f32[index]
+    if code == I16:
+        return int16_value(u16[index])
     return widen(u16[index])
 
 
@@ -22,8 +24,27 @@ def load(f32, u16, code, index):
 def store(f32, u16, code, index, value, round_mode, sat):
     if code == F32:
         f32[index] = value
+    elif code == I16:
+        u16[index] = int16_bits(value)
     else:
         u16[index] = to_half(value, round_mode, sat)
+
+
+@njit(inline="always")
+def int16_value(bits):
+    """An int16's bits as fp32 (exact)."""
+    value = np.int64(bits) & 0xFFFF
+    return np.float32(value - 65536 if value >= 32768 else value)
+
+
+@njit(inline="always")
+def int16_bits(value):
+    """An integer-valued fp32 lane result as int16 bits, saturated to the int16 range. (The
+    products and sums of int16 values are exact in fp32 below 2**24, and beyond that rounding
+    keeps them beyond the range, so saturation is exact; whether the device saturates or wraps
+    is not documented, spec layernorm.md §11 item 5.)"""
+    clamped = min(max(value, np.float32(-32768.0)), np.float32(32767.0))
+    return np.uint16(np.int64(clamped) & 0xFFFF)
 
 
 @njit(inline="always")
@@ -38,6 +59,8 @@ def immediate(code, bits):
     """The value of a row's immediate scalar (its SCALAR bits in type `code`), as fp32."""
     if code == F32:
         return np.uint32(np.int64(bits) & 0xFFFFFFFF).view(np.float32)
+    if code == I16:
+        return int16_value(bits)
     return widen(np.uint16(np.int64(bits) & 0xFFFF))
 
 

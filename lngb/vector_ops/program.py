@@ -33,13 +33,14 @@ GM_TO_UB, UB_TO_GM, UB_TO_UB = 0, 1, 2
 GM_SLOTS = 4  # `execute` always gets this many GM byte arrays
 
 # Families of kernels (the KIND column); events change no byte and `execute` skips them.
-# SCALAR_READ (GetValue) copies SRC0 bytes at UB address DST into the scalar register at SRC1.
-ELEMENTWISE, REDUCE, COPY, EVENT, BROADCAST, SCALAR_READ = range(6)
-NOT_VECTOR = (EVENT, SCALAR_READ)   # the kinds that are no vector or MTE instruction
+# SCALAR_READ copies SRC0 bytes at UB address DST into the register at SRC1: a scalar register
+# (GetValue) or the compare-mask register (SetCmpMask). SELECT: Select's tensor-scalar mode,
+# per lane src0 or the compare-mask register's scalar (SCALAR_AT) by the selMask bit at SRC1.
+ELEMENTWISE, REDUCE, COPY, EVENT, BROADCAST, SCALAR_READ, SELECT = range(7)
 
-# Data type codes used inside kernels.
-F32, F16 = 0, 1
-DTYPE_CODE = {np.dtype(np.float32): F32, np.dtype(np.float16): F16}
+# Data type codes used inside kernels. I16 rows (Muls on int16) take the lane walk.
+F32, F16, I16 = 0, 1, 2
+DTYPE_CODE = {np.dtype(np.float32): F32, np.dtype(np.float16): F16, np.dtype(np.int16): I16}
 
 EMPTY_KEEP, EMPTY_ZERO = 0, 1
 

@@ -18,12 +18,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from . import binary, brcb, cast, copy, duplicate, lanes, reduce, scalar, unary
+from . import binary, brcb, cast, copy, duplicate, lanes, reduce, scalar, select, unary
 from .helpers import HELPERS, lane_fingerprint
-from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, NOT_VECTOR, REDUCE, SCALAR_READ
+from .program import BROADCAST, COPY, ELEMENTWISE, EVENT, REDUCE, SCALAR_READ, SELECT
 from .types import Pipe
 
-F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+F16, F32, I16 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int16)
 SAME_FLOAT = ((F16, F16), (F32, F32))   # (dst, src) dtype pairs
 
 
@@ -36,6 +36,7 @@ class Family:
     footprint: str = "none"   # the footprint rule (vector_ops.footprint)
     cost: str = "rate"        # the cost rule (observers.cost)
     make_wrapper: Optional[Callable] = None   # entry -> the Ascend C call form
+    instruction: bool = True  # a vector or MTE instruction, not an event or a scalar access
 
 
 BINARY = Family("binary", ELEMENTWISE, 2, "lanes", "rate", binary.make_wrapper)
@@ -47,8 +48,13 @@ REDUCTION = Family("reduce", REDUCE, 1, "groups", "rate", reduce.make_wrapper)
 DATA_COPY = Family("copy", COPY, 1, "bursts", "copy", copy.make_wrapper)
 BRCB = Family("brcb", BROADCAST, 1, "blocks", "rate", brcb.make_wrapper)
 LANE_BROADCAST = Family("lane broadcast", BROADCAST, 1, "blocks", "rate", brcb.make_lane_wrapper)
-EVENTS = Family("event", EVENT)   # each event entry names its cost rule
-SCALAR_READS = Family("scalar read", SCALAR_READ)   # GetValue: UB bytes into a scalar register
+SELECTS = Family("select", SELECT, 1, "select", "rate", select.make_select_wrapper)
+# SetCmpMask: 16 UB bytes into the compare-mask register, on the vector pipe
+CMPMASK_LOADS = Family("cmpmask load", SCALAR_READ, 1, "register", "cmpmask",
+                       select.make_set_cmp_mask_wrapper)
+EVENTS = Family("event", EVENT, instruction=False)   # each event entry names its cost rule
+# GetValue: UB bytes into a scalar register
+SCALAR_READS = Family("scalar read", SCALAR_READ, instruction=False)
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class Instruction:
 
     @property
     def is_instruction(self):
-        return self.family.kind not in NOT_VECTOR
+        return self.family.instruction
 
     def lane_parameter(self, core, dtype):
         return 0 if self.parameter is None else self.parameter(core, dtype)
@@ -108,7 +114,8 @@ BUILTIN = (
     Instruction("Max", BINARY, lanes.max_, rate=(128, 64), doc="dst = max(src0, src1)"),
     Instruction("Min", BINARY, lanes.min_, rate=(128, 64), doc="dst = min(src0, src1)"),
     Instruction("Adds", SCALAR, lanes.adds, rate=(128, 64), doc="dst = src + scalar"),
-    Instruction("Muls", SCALAR, lanes.muls, rate=(128, 64), doc="dst = src * scalar"),
+    Instruction("Muls", SCALAR, lanes.muls, dtypes=SAME_FLOAT + ((I16, I16),), rate=(128, 64),
+                doc="dst = src * scalar (int16: saturated)"),
     Instruction("Maxs", SCALAR, lanes.maxs, rate=(128, 64), doc="dst = max(src, scalar)"),
     Instruction("Mins", SCALAR, lanes.mins, rate=(128, 64), doc="dst = min(src, scalar)"),
     Instruction("Sqrt", UNARY, lanes.sqrt, rate=(32, 16), parameter=denormal_switch,
@@ -142,6 +149,10 @@ BUILTIN = (
     # no device instruction: declares UB bytes undefined (e.g. what isReuseSource clobbers)
     Instruction("Undefine", EVENTS, pipe=Pipe.PIPE_S, cost="none"),
     Instruction("SyncAll", EVENTS, pipe=Pipe.PIPE_ALL, cost="sync_all"),
+    Instruction("SetCmpMask", CMPMASK_LOADS, doc="the compare-mask register = 16 UB bytes"),
+    # one 256-byte repeat per cycle, as Add (UNCONFIRMED)
+    Instruction("Select", SELECTS, rate=(128, 64),
+                doc="dst = src0 where the selMask bit is 1, else the compare-mask scalar"),
 )
 
 

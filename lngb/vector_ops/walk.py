@@ -7,7 +7,7 @@ reference counting of the row it is passed, more than the work of a short vector
 """
 from .._jit import njit
 from .program import (BLOCK_COUNT, BLOCK_LEN, COPY, COPY_DIR, COUNTER, DST, DST_BLK, DST_GAP,
-                      DST_REP, DT_DST, DT_SRC, F32, GM_SLOT, KIND, MASK0, MASK1, REPEAT, ROUND,
+                      DST_REP, DT_DST, DT_SRC, F32, GM_SLOT, I16, KIND, MASK0, MASK1, REPEAT, ROUND,
                       SOURCES, SRC0, SRC0_BLK, SRC0_REP, SRC1_BLK, SRC1_REP, SRC_GAP, UB_TO_GM,
                       UB_TO_UB)
 from .types import RoundMode
@@ -142,7 +142,8 @@ def flat_count(row, epr):
 def flat_elements(row):
     """An element-wise row's FLAT column: the elements its contiguous loops run (its active
     lanes are one run from lane 0, every operand's lanes follow each other in memory, its types
-    are one, or it has one source, and a half result rounds to nearest), else -1: the lane walk.
+    are one, or it has one source, a half result rounds to nearest, and it is no int16 row),
+    else -1: the lane walk.
     Both visit the same lanes in the same order. (Directed roundings to half, rare, take the
     walk: their code in the loops' functions cost every Cast row ~30 ns.) Plain Python, on the
     row's values as Python ints: only the wrappers call it, at issue (jitted, its first compile
@@ -150,7 +151,7 @@ def flat_elements(row):
     row = row.tolist()
     size_of, lanes_of, runs_on = map(python, (dtype_size, lanes_per_repeat, contiguous))
     dt, st, sources = row[DT_DST], row[DT_SRC], row[SOURCES]
-    if dt != F32 and row[ROUND] != ROUND_RINT and row[ROUND] != ROUND_NONE:
+    if dt == I16 or dt != F32 and row[ROUND] != ROUND_RINT and row[ROUND] != ROUND_NONE:
         return -1
     dsize, ssize = size_of(dt), size_of(st)
     epr = lanes_of(row)
