@@ -799,6 +799,201 @@ def layer_norm_max_min(b, s, h, type_size, reuse):
 
 
 # ---------------------------------------------------------------------------------------------
+# LayerNorm (forward) form 1 (spec layernorm.md §7.1; §4 the A2/A3/310P kernel, §5 the 950's)
+
+LAYER_NORM_PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
+
+
+def _fold_64(v):
+    """COMMON's fold (§4.3) of each row of v [rows, H] into its first w = min(H, 64) lanes:
+    acc = block 0, then acc[l] = f(v[64k + l] + acc[l]) for the full blocks k = 1 .. H/64 - 1,
+    then once more for the first H % 64 lanes with the tail block."""
+    v = _f32(v)
+    h = v.shape[1]
+    if h <= 64:
+        return v.copy()
+    acc = v[:, :64].copy()
+    with np.errstate(all="ignore"):
+        for k in range(1, h // 64):
+            acc = v[:, 64 * k:64 * k + 64] + acc
+        t = h % 64
+        if t:
+            start = 64 * (h // 64)
+            acc[:, :t] = v[:, start:start + t] + acc[:, :t]
+    return acc
+
+
+def _tree_absent(acc):
+    """WholeReduceSum of each row of acc [rows, w] under the continuous mask w (w <= 64): the
+    adjacent-pair tree over 64 lanes, lanes w..63 absent."""
+    rows, w = acc.shape
+    lanes = np.zeros((rows, 64), dtype=F32)
+    lanes[:, :w] = acc
+    present = np.broadcast_to(np.arange(64) < w, (rows, 64))
+    sums, _ = _tree_sum(lanes, present, F32, False)
+    return sums
+
+
+def _blocks_950(v):
+    """The 950's BLOCKS (§5.2, §7.1) of each row of v [rows, H]: 64-lane blocks; with K = H/64 > 0
+    acc = block 0, then acc = f(acc + block k) for k < K; with K = 0 acc = +0; then, if H % 64,
+    acc = f(acc + the tail block padded with +0 to 64 lanes). All 64 lanes of acc."""
+    v = _f32(v)
+    rows, h = v.shape
+    full, t = divmod(h, 64)
+    with np.errstate(all="ignore"):
+        if full:
+            acc = v[:, :64].copy()
+            for k in range(1, full):
+                acc = acc + v[:, 64 * k:64 * k + 64]
+        else:
+            acc = np.zeros((rows, 64), dtype=F32)
+        if t:
+            tail = np.zeros((rows, 64), dtype=F32)
+            tail[:, :t] = v[:, 64 * full:]
+            acc = acc + tail
+    return acc
+
+
+def _tree_64(acc):
+    """Reg::ReduceSum over all 64 lanes (no lane absent)."""
+    sums, _ = _tree_sum(acc, np.ones(acc.shape, dtype=bool), F32, False)
+    return sums
+
+
+def _layer_norm_epsilon(epsilon, dtype):
+    """The kernel's fp32 epsilon: `const T epsilon`, so for half the caller's value is rounded to
+    half first, then widened."""
+    with np.errstate(over="ignore"):
+        return np.float32(np.asarray(epsilon, dtype=dtype))
+
+
+def _check_layer_norm_inputs(x, gamma, beta, product):
+    x, gamma, beta = np.asarray(x), np.asarray(gamma), np.asarray(beta)
+    d = _float_dtype(x.dtype)
+    if x.ndim != 3:
+        raise ValueError("x must be [B, S, H]")
+    h = x.shape[2]
+    for name, a in (("gamma", gamma), ("beta", beta)):
+        if a.dtype != d or a.shape != (h,):
+            raise ValueError(f"{name} must be [{h}] of {d}")
+    if product not in LAYER_NORM_PRODUCTS:
+        raise ValueError(f"product must be one of {LAYER_NORM_PRODUCTS}")
+    return x, gamma, beta, d
+
+
+def layer_norm_fp32(x, gamma, beta, epsilon, *, product="atlas-a2", ftz=False):
+    """The fp32 values of §7.1 per row, before any rounding to half: a dict of
+    `mean`, `variance`, `scale` [rows] (rstd = 1/sqrt(var + e) on A2/A3/310P, sd = sqrt(var + e)
+    on the 950), `normed` [rows, H] (f(f(rstd*d)*gamma) or f(f(d/sd)*gamma)) and `y` [rows, H].
+    `ftz`: Div and Sqrt flush subnormal operands and results (AICore(div_sqrt="ftz"))."""
+    x, gamma, beta, d = _check_layer_norm_inputs(x, gamma, beta, product)
+    h = x.shape[2]
+    x32 = _f32(x.reshape(-1, h))            # half -> float is exact
+    g32, b32 = _f32(gamma)[None, :], _f32(beta)[None, :]
+    e = _layer_norm_epsilon(epsilon, d)
+    fl = flush_subnormals if ftz else (lambda v: v)
+    with np.errstate(all="ignore"):
+        if product == "atlas-350":
+            hd = np.float32(h)
+            mean = _tree_64(_blocks_950(fl(fl(x32) / hd)))
+            dd = x32 - mean[:, None]
+            var = _tree_64(_blocks_950(fl(fl(dd * dd) / hd)))
+            scale = fl(np.sqrt(fl(var + e)))
+            normed = fl(fl(dd) / scale[:, None]) * g32
+        else:
+            inv_h = np.float32(1.0) / np.float32(h)   # lastDimValueBack
+            mean = _tree_absent(_fold_64(x32 * inv_h))
+            dd = x32 - mean[:, None]
+            var = _tree_absent(_fold_64((dd * dd) * inv_h))
+            scale = fl(np.float32(1.0) / fl(np.sqrt(fl(var + e))))
+            normed = (scale[:, None] * dd) * g32
+        y = normed + b32
+    return dict(mean=_f32(mean), variance=_f32(var), scale=_f32(scale), normed=_f32(normed),
+                y=_f32(y))
+
+
+def layer_norm(x, gamma, beta, epsilon, *, product="atlas-a2", ftz=False):
+    """(y [B, S, H], mean [B, S], variance [B, S]) of LayerNorm form 1 in x's dtype, bit for bit
+    (§7.1). Half outputs are rounded once from fp32 (RNE); the 310P's saturate (overflow ->
+    +-65504, NaN -> +0), A2/A3's do not (INF/NaN mode), the 950's never (NO_SAT)."""
+    x = np.asarray(x)
+    d = _float_dtype(x.dtype)
+    b, s, h = x.shape
+    v = layer_norm_fp32(x, gamma, beta, epsilon, product=product, ftz=ftz)
+    sat = product == "atlas-inference"
+    out = []
+    for value, shape in ((v["y"], (b, s, h)), (v["mean"], (b, s)), (v["variance"], (b, s))):
+        value = value.reshape(shape)
+        out.append(value.copy() if d == F32 else f32_to_f16(value, "CAST_NONE", sat))
+    return tuple(out)
+
+
+def layer_norm_reuse_state(x, gamma, beta, epsilon, one_rows):
+    """inputX [B*S, H] after the A2/A3/310P float kernel with isReuseSource (§4.6, §8.5): chunks
+    of `one_rows` rows (capped at B*S), the tail last; chunk k's f(f(rstd*d)*gamma) lands in
+    rows 0 .. rows_k - 1 of inputX, in chunk order; the other rows keep x."""
+    x = np.asarray(x)
+    if x.dtype != F32:
+        raise ValueError("isReuseSource only acts on float inputs")
+    rows = x.reshape(-1, x.shape[2])
+    normed = layer_norm_fp32(x, gamma, beta, epsilon)["normed"]   # rows are independent
+    n = rows.shape[0]
+    one = min(int(one_rows), n)
+    if one <= 0:
+        raise ValueError("one_rows must be > 0")
+    chunks = [(k * one, one) for k in range(n // one)]
+    if n % one:
+        chunks.append((n - n % one, n % one))
+    buf = rows.copy()
+    for start, count in chunks:
+        buf[:count] = normed[start:start + count]
+    return buf
+
+
+def layer_norm_float64(x, gamma, beta, epsilon):
+    """(y, mean, variance) in float64 (the reference of §7.3), with the kernel's epsilon (rounded
+    to x's dtype, then to fp32): mean and biased variance per row."""
+    x = np.asarray(x)
+    e = float(_layer_norm_epsilon(epsilon, x.dtype))
+    x64 = x.astype(F64)
+    mu = x64.mean(-1)
+    var = ((x64 - mu[..., None]) ** 2).mean(-1)
+    x_hat = (x64 - mu[..., None]) / np.sqrt(var[..., None] + e)
+    y = np.asarray(gamma, F64) * x_hat + np.asarray(beta, F64)
+    return y, mu, var
+
+
+def layer_norm_error_bound(x, gamma, beta, epsilon):
+    """(|y - y64| bound [B, S, H], |mean - mu| bound [B, S], |var - var64| bound [B, S]) of §7.3
+    for fp32 results; half inputs add one rounding to half, 2^-11 |value| + 2^-25, with |value|
+    bounded by the reference plus the fp32 bound."""
+    x = np.asarray(x)
+    h = x.shape[-1]
+    u = 2.0 ** -24
+    gam = lambda j: j * u / (1 - j * u)
+    k = (math.ceil(h / 64) - 1) + math.ceil(math.log2(min(h, 64)))
+    e = float(_layer_norm_epsilon(epsilon, x.dtype))
+    y64, mu, var = layer_norm_float64(x, gamma, beta, epsilon)
+    x64, g64 = x.astype(F64), np.asarray(gamma, F64)
+    dev = np.abs(x64 - mu[..., None])
+    r0 = 1.0 / np.sqrt(var + e)
+    x_hat = dev * r0[..., None]                       # |x_hat|
+    e_mu = gam(k + 2) * np.abs(x64).mean(-1)
+    e_var = e_mu ** 2 + gam(k + 4) * (var + e_mu ** 2)
+    rho_t = e_var / (var + e) + 2 * u
+    rho_r = 0.5 * rho_t * (1 + rho_t) + 3 * u
+    big_e = (x_hat * (rho_r + 2 * u)[..., None]
+             + 1.01 * r0[..., None] * (e_mu[..., None] + u * (dev + e_mu[..., None])))
+    bound_y = np.abs(g64) * big_e * (1 + 4 * u) + 2 * u * (np.abs(g64) * x_hat + np.abs(y64))
+    bound_mean = e_mu + u * np.abs(mu)
+    bound_var = e_var + u * var
+    if x.dtype == F16:
+        widen = lambda b, ref: b + 2.0 ** -11 * (np.abs(ref) + b) + 2.0 ** -25
+        bound_y, bound_mean, bound_var = (widen(bound_y, y64), widen(bound_mean, mu),
+                                          widen(bound_var, var))
+    return bound_y, bound_mean, bound_var
+
 # SetCmpMask, Select's tensor-scalar mode, Muls on int16 (spec layernorm.md §4.2)
 
 CMPMASK_BYTES = 16

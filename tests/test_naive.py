@@ -505,3 +505,189 @@ def test_f32_to_f16_against_sorted_half_table():
     ob = odd.view(np.uint16)
     assert np.all(ob[inexact] & 1 == 1)
     assert np.all((odd.astype(float) == lo) | (odd.astype(float) == hi))
+
+
+# ------------------------------------------------------------------------------ LayerNorm forward
+# spec layernorm.md §8 (exact bits) and §7.3 (the error bound against float64)
+
+LN_PRODUCTS = ("atlas-a2", "atlas-a3", "atlas-inference", "atlas-350")
+
+
+def hex32(a):
+    return " ".join(f"{v:08x}" for v in np.asarray(a, F32).reshape(-1).view(np.uint32))
+
+
+def hex16(a):
+    return " ".join(f"{v:04x}" for v in np.asarray(a, F16).reshape(-1).view(np.uint16))
+
+
+@pytest.mark.parametrize("product", LN_PRODUCTS)
+def test_layer_norm_doc_example(product):
+    """§8.1: arange(64) as [1, 8, 8], gamma = beta = arange(8), eps 1e-4, every row alike."""
+    x = np.arange(64, dtype=F32).reshape(1, 8, 8)
+    g = np.arange(8, dtype=F32)
+    y, mean, var = naive.layer_norm(x, g, g.copy(), 1e-4, product=product)
+    assert y.dtype == mean.dtype == var.dtype == F32
+    assert y.shape == (1, 8, 8) and mean.shape == var.shape == (1, 8)
+    for row in y[0]:
+        assert hex32(row) == ("00000000 bdba87b0 3f30d20c 40161a42 409bee7f 41045f2e 4148be5c "
+                              "418d8a65")
+    np.testing.assert_array_equal(mean[0], 3.5 + 8 * np.arange(8))
+    assert hex32(mean[0, :2]) == "40600000 41380000"
+    assert hex32(var) == " ".join(["40a80000"] * 8)
+
+
+def sample_data():
+    """The layernorm sample's gen_data.py (§8.2, §9.1): seed 42, inputX, gamma, beta, dy."""
+    np.random.seed(42)
+    x = np.random.uniform(-100, 100, [2, 32, 16]).astype(F32)
+    gamma = np.random.uniform(-100, 100, [16]).astype(F32)
+    beta = np.random.uniform(-100, 100, [16]).astype(F32)
+    dy = np.random.uniform(-100, 100, [2, 32, 16]).astype(F32)
+    return x, gamma, beta, dy
+
+
+@pytest.mark.parametrize("product, y4", [
+    ("atlas-a2", "c199c3e7 424ace70 41a18da0 424c0cbe"),
+    ("atlas-a3", "c199c3e7 424ace70 41a18da0 424c0cbe"),
+    ("atlas-inference", "c199c3e7 424ace70 41a18da0 424c0cbe"),
+    ("atlas-350", "c199c3e8 424ace70 41a18da4 424c0cbe"),
+])
+def test_layer_norm_sample_data(product, y4):
+    x, gamma, beta, _ = sample_data()
+    y, mean, var = naive.layer_norm(x, gamma, beta, 1e-4, product=product)
+    assert hex32(y[0, 0, :4]) == y4
+    assert hex32(mean.reshape(-1)[:2]) == "c09f4038 c1a696ad"
+    assert hex32(var.reshape(-1)[:2]) == "4587bd8d 44c36501"
+
+
+def test_layer_norm_sample_data_950_differs_in_167_outputs():
+    x, gamma, beta, _ = sample_data()
+    a2 = naive.layer_norm(x, gamma, beta, 1e-4)
+    r950 = naive.layer_norm(x, gamma, beta, 1e-4, product="atlas-350")
+    assert int((a2[0].view(np.uint32) != r950[0].view(np.uint32)).sum()) == 167
+    np.testing.assert_array_equal(a2[1].view(np.uint32), r950[1].view(np.uint32))   # H = 16
+    np.testing.assert_array_equal(a2[2].view(np.uint32), r950[2].view(np.uint32))
+    # the sample's own acceptance against its numpy golden (layernorm.asc: |err| and rel err)
+    mean64 = x.mean(2, keepdims=True)
+    golden = gamma * ((x - mean64) * (1.0 / np.sqrt(((x - mean64) ** 2).mean(2, keepdims=True)
+                                                    + 1e-4))) + beta
+    for y in (a2[0], r950[0]):
+        err = np.abs(y - golden)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            assert not ((err > 1e-4) & (err / np.abs(golden) > 1e-4)).any()
+
+
+def h24_data():
+    """§8.3: x = 0.7 * arange(48) - 5 in fp32 arithmetic (0.7f * i - 5f), as [1, 2, 24];
+    gamma = linspace(0.5, 2, 24), beta = linspace(-1, 1, 24) rounded to fp32."""
+    x = (np.float32(0.7) * np.arange(48, dtype=F32) - np.float32(5)).reshape(1, 2, 24)
+    return x, np.linspace(0.5, 2, 24).astype(F32), np.linspace(-1, 1, 24).astype(F32)
+
+
+@pytest.mark.parametrize("product, mean, var, scale, y8", [
+    ("atlas-a2", "40433334 419ecccd", "41bbd556 41bbd556", "3e535428",
+     "bfea5324 bfe29c78 bfd87c58 bfcbf2c7 bfbcffc2 bfaba34c bf97dd64 bf81ae07"),
+    ("atlas-inference", "40433334 419ecccd", "41bbd556 41bbd556", "3e535428",
+     "bfea5324 bfe29c78 bfd87c58 bfcbf2c7 bfbcffc2 bfaba34c bf97dd64 bf81ae07"),
+    ("atlas-350", "40433333 419ecccc", "41bbd554 41bbd555", "409b0e98",
+     "bfea5324 bfe29c78 bfd87c58 bfcbf2c6 bfbcffc2 bfaba34c bf97dd63 bf81ae07"),
+])
+def test_layer_norm_h24_products_differ(product, mean, var, scale, y8):
+    x, gamma, beta = h24_data()
+    assert hex32(np.float32(1) / np.float32(24)) == "3d2aaaab"
+    y, m, v = naive.layer_norm(x, gamma, beta, 1e-5, product=product)
+    assert hex32(m) == mean and hex32(v) == var
+    assert hex32(y[0, 0, :8]) == y8
+    fp32 = naive.layer_norm_fp32(x, gamma, beta, 1e-5, product=product)
+    assert hex32(fp32["scale"][:1]) == scale   # rstd on A2/A3/310P, sd on the 950
+    np.testing.assert_array_equal(fp32["y"].reshape(y.shape), y)
+
+
+@pytest.mark.parametrize("product, y16", [
+    ("atlas-a2", "fc00 fc00 fc00 fb26 f990 f7f2 f4c4 ee5b 6e5b 74c4 77f2 7990 7b26 7c00 7c00 7c00"),
+    ("atlas-a3", "fc00 fc00 fc00 fb26 f990 f7f2 f4c4 ee5b 6e5b 74c4 77f2 7990 7b26 7c00 7c00 7c00"),
+    ("atlas-inference",
+     "fbff fbff fbff fb26 f990 f7f2 f4c4 ee5b 6e5b 74c4 77f2 7990 7b26 7bff 7bff 7bff"),
+    ("atlas-350", "fc00 fc00 fc00 fb26 f990 f7f2 f4c4 ee5b 6e5b 74c4 77f2 7990 7b26 7c00 7c00 7c00"),
+])
+def test_layer_norm_half_overflow_by_product(product, y16):
+    """§8.4: arange(16) as two identical half rows, gamma 60000, beta 0, eps 1e-5."""
+    x = np.tile(np.arange(16), 2).astype(F16).reshape(1, 2, 16)
+    gamma, beta = np.full(16, 60000, F16), np.zeros(16, F16)
+    y, mean, var = naive.layer_norm(x, gamma, beta, 1e-5, product=product)
+    assert y.dtype == mean.dtype == var.dtype == F16
+    assert hex16(y[0, 0]) == y16 and hex16(y[0, 1]) == y16
+    assert hex16(mean) == "4780 4780" and hex16(var) == "4d50 4d50"
+    y32 = naive.layer_norm_fp32(x, gamma, beta, 1e-5, product=product)["y"]
+    assert y32[0, 15] == np.float32(97618.69) and y32[0, 0] == -np.float32(97618.69)
+
+
+def test_layer_norm_half_epsilon_is_rounded_to_half():
+    x = (np.arange(32) % 3).astype(F16).reshape(1, 2, 16)
+    g, b = np.ones(16, F16), np.zeros(16, F16)
+    assert np.float32(np.float16(1e-3)) != np.float32(1e-3)
+    got = naive.layer_norm_fp32(x, g, b, 1e-3)["scale"]
+    var = naive.layer_norm_fp32(x, g, b, 1e-3)["variance"]
+    np.testing.assert_array_equal(got, np.float32(1) / np.sqrt(var + np.float32(np.float16(1e-3))))
+
+
+def test_layer_norm_fold_and_tree_order():
+    """The A2 fold adds block k into lane l in block order, then a pair tree over w lanes; the
+    950 adds blocks the same way, then a 64-lane tree. Checked on one row where the order shows:
+    H = 72 (one fold add on 8 lanes), values chosen so that fp32 sums round."""
+    v = np.zeros((1, 72), F32)
+    v[0, 0], v[0, 64], v[0, 1] = 1e8, 1.0, -1e8
+    acc = naive._fold_64(v)
+    assert acc.shape == (1, 64) and acc[0, 0] == np.float32(1e8) + np.float32(1)
+    assert naive._tree_absent(acc)[0] == (np.float32(1e8) + np.float32(1)) - np.float32(1e8)
+    assert naive._tree_absent(acc)[0] == 0.0   # a sequential sum would give 1
+    # w < 64: absent lanes pass a lone -0 through; the 950's tree adds +0 lanes
+    neg = np.full((1, 8), -0.0, F32)
+    assert np.signbit(naive._tree_absent(neg)[0])
+    assert not np.signbit(naive._tree_64(naive._blocks_950(neg))[0])
+
+
+def test_layer_norm_all_negative_zero_rows():
+    """§7.4: x = all -0 (H = 8): COMMON's mean is -0 (absent lanes), the 950's +0 (its tree and
+    its H < 64 start add +0s)."""
+    x = np.full((1, 2, 8), -0.0, F32)
+    g, b = np.ones(8, F32), np.zeros(8, F32)
+    assert np.signbit(naive.layer_norm(x, g, b, 1e-5)[1]).all()
+    assert not np.signbit(naive.layer_norm(x, g, b, 1e-5, product="atlas-350")[1]).any()
+
+
+@pytest.mark.parametrize("h", [8, 24, 64, 96, 200])
+@pytest.mark.parametrize("product", ["atlas-a2", "atlas-350"])
+def test_layer_norm_within_the_float64_bound(h, product):
+    """§7.3: every output within the documented bound of the float64 closed form."""
+    rng = np.random.default_rng(h)
+    x = rng.normal(0.5, 3.0, (2, 3, h)).astype(F32)
+    gamma = (1 + rng.normal(0, 0.5, h)).astype(F32)
+    beta = rng.normal(0, 1, h).astype(F32)
+    y, mean, var = naive.layer_norm(x, gamma, beta, 1e-5, product=product)
+    y64, mu, var64 = naive.layer_norm_float64(x, gamma, beta, 1e-5)
+    by, bm, bv = naive.layer_norm_error_bound(x, gamma, beta, 1e-5)
+    assert (np.abs(y - y64) <= by).all()
+    assert (np.abs(mean - mu) <= bm).all()
+    assert (np.abs(var - var64) <= bv).all()
+    assert (np.abs(y - y64) > 0).any()   # the bound is not vacuous: fp32 really rounds
+
+
+def test_layer_norm_reuse_state_example():
+    """§8.5: [3, 7, 24] float, one = 144 (6 rows): rows 0-2 the tail's (rstd*d)*gamma, rows 3-5
+    the third chunk's, the rest x unchanged."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 2, (3, 7, 24)).astype(F32)
+    g, b = rng.normal(1, 0.3, 24).astype(F32), rng.normal(0, 1, 24).astype(F32)
+    before = x.copy()
+    st = naive.layer_norm_reuse_state(x, g, b, 1e-5, 6)
+    np.testing.assert_array_equal(x, before)
+    normed = naive.layer_norm_fp32(x, g, b, 1e-5)["normed"]
+    np.testing.assert_array_equal(st[0:3], normed[18:21])
+    np.testing.assert_array_equal(st[3:6], normed[15:18])
+    np.testing.assert_array_equal(st[6:], before.reshape(21, 24)[6:])
+    rstd = naive.layer_norm_fp32(x, g, b, 1e-5)["scale"]
+    mean = naive.layer_norm_fp32(x, g, b, 1e-5)["mean"]
+    d = x.reshape(21, 24) - mean[:, None]
+    np.testing.assert_array_equal(normed, (rstd[:, None] * d) * g)
