@@ -18,10 +18,12 @@ from .kernels.layer_norm_tiling import (LayerNormTiling, LayerNormSeparateTiling
 from . import vector_ops
 from .kernels.layer_norm_grad_beta import LayerNormGradBeta
 from .kernels.layer_norm_grad import LayerNormGrad, LayerNormGradShapeInfo
+from .kernels.layer_norm import LayerNorm
 from .kernels.operator_tiling import OperatorTiling, operator_tiling
 from .host import EmulationResult, OperatorResult, emulate, emulate_operator
 from .backward import (BackwardResult, LayerNormGradResult, emulate_layer_norm_backward,
                        emulate_layer_norm_grad)
+from .forward import LayerNormResult, emulate_layer_norm
 from .observers.cost import CostModel
 from .runtime.cache import cache_info, clear_caches, set_cache_limit
 from .simulate import GetBlockIdx, GetBlockNum, SimulationResult, simulate_kernel

@@ -55,9 +55,12 @@ def issue_reduce(entry, dst, src, mask, repeatTime, dstRepStride, srcBlkStride, 
     if dst.dtype != src.dtype:
         raise InvalidArgumentError(f"{api}: dst dtype {dst.dtype.name} != src dtype {src.dtype.name}")
     repeat = check_range(api, "repeatTime", repeatTime, 0, 255)
-    dst_rep = check_range(api, "dstRepStride", dstRepStride, 0, 255)
+    # the repeat strides are int32 in Ascend C, and CANN's LayerNorm passes H and H / 8 for
+    # rows of up to H = 6712: lngb takes what a uint16 holds (the hardware field's width is
+    # not documented)
+    dst_rep = check_range(api, "dstRepStride", dstRepStride, 0, 65535)
     s = Operand("src", src, check_range(api, "srcBlkStride", srcBlkStride, 0, 65535),
-                check_range(api, "srcRepStride", srcRepStride, 0, 255))
+                check_range(api, "srcRepStride", srcRepStride, 0, 65535))
     epr = 256 // size
     # on the 950's vector registers the mask is a MaskReg: the mask register is not used or set
     on_registers = "VREG" in (dst.position, src.position)
