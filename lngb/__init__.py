@@ -23,7 +23,8 @@ from .kernels.operator_tiling import OperatorTiling, operator_tiling
 from .host import EmulationResult, OperatorResult, emulate, emulate_operator
 from .backward import (BackwardResult, LayerNormGradResult, emulate_layer_norm_backward,
                        emulate_layer_norm_grad)
-from .forward import LayerNormResult, emulate_layer_norm
+from .forward import (ForwardResult, LayerNormResult, emulate_layer_norm,
+                      emulate_layer_norm_forward)
 from .observers.cost import CostModel
 from .runtime.cache import cache_info, clear_caches, set_cache_limit
 from .simulate import GetBlockIdx, GetBlockNum, SimulationResult, simulate_kernel

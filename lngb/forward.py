@@ -1,6 +1,7 @@
-"""The LayerNorm forward on an emulated core: `emulate_layer_norm` runs CANN's LayerNorm ([B, S,
-H] form) on one core, between DataCopys of its inputs and outputs (spec layernorm.md §1.6). It
-reads the caller's arrays and never writes them; outputs are new arrays."""
+"""The LayerNorm forward on emulated cores: `emulate_layer_norm` runs CANN's LayerNorm ([B, S, H]
+form) on one core, between DataCopys of its inputs and outputs (spec layernorm.md §1.6);
+`emulate_layer_norm_forward` runs it per tile on many cores over GM (kernels.layer_norm_forward).
+Both read the caller's arrays and never write them; outputs are new arrays."""
 import copy
 
 import numpy as np
@@ -8,7 +9,10 @@ import numpy as np
 from .arguments import FLOAT_DTYPES, check_int
 from .core import AICore, resolve_mode
 from .errors import AlignmentError, CapacityError, InvalidArgumentError, TilingError, check_flag
-from .host import EmulationResult
+from .host import EmulationResult, OperatorResult, check_threads, run_cores
+from .kernels import layer_norm_forward as multi
+from .observers.gm_check import check_gm
+from .runtime import schedule
 from .kernels.layer_norm import LayerNorm, write_tail_lengths
 from .kernels.layer_norm_grad import epsilon_value
 from .kernels.layer_norm_tiling import GetLayerNormMaxMinTmpSize, GetLayerNormNDTilingInfo
@@ -195,3 +199,86 @@ def emulate_layer_norm(x, gamma, beta, *, epsilon=1e-5, product="atlas-a2",
     return LayerNormResult(view("output", b * s * h, b, s, h), view("mean", b * s, b, s),
                            view("variance", b * s, b, s), tiling, core,
                            core.trace if core.mode != "fast" else None, rows)
+
+
+# --- the multi-core forward --------------------------------------------------------------------
+
+class ForwardResult(OperatorResult):
+    """output [B, S, H], mean and variance [B, S] (the input dtype), the ForwardTiling, the
+    cores, their traces (observed and checked modes) and the modelled cost (`.cost`)."""
+
+    def __init__(self, output, mean, variance, tiling, cores, plan, trace):
+        super().__init__(None, None, tiling, cores, plan, trace)
+        self.output, self.mean, self.variance = output, mean, variance
+        del self.pd_gamma, self.pd_beta
+
+    def outputs(self):
+        return {"output": self.output, "mean": self.mean, "variance": self.variance}
+
+
+class PreparedForward:
+    """A forward run set up: tiling, fresh cores, their GM buffers by slot, and `kernel(c,
+    runner)`."""
+
+    def __init__(self, tiling, cores, gms, shape):
+        self.tiling, self.cores, self.gms, self.shape = tiling, cores, gms, shape
+
+    def kernel(self, c, runner=None):
+        runner = runner or schedule.Live(self.cores[c], self.gms[c])
+        return multi.LayerNormForwardKernel(self.cores[c], self.tiling, c, self.gms[c], runner)
+
+    def results(self):
+        """(output, mean, variance): the output GM, and each core's statistics gathered."""
+        t, dtype = self.tiling, np.dtype(self.tiling.dtype)
+        b, s, h = self.shape
+        output, stats = self.gms[0][multi.OUTPUT], self.gms[0][multi.STATS]
+
+        def gather(second):
+            parts = []
+            for c, (_, count) in enumerate(t.core_rows):
+                at = t.stats_at(c) + second * t.stats_bytes(count)
+                parts.append(stats[at:at + count * dtype.itemsize].view(dtype))
+            return np.concatenate(parts).reshape(b, s)
+
+        return output.view(dtype).reshape(b, s, h), gather(False), gather(True)
+
+
+def emulate_layer_norm_forward(x, gamma, beta, *, epsilon=1e-5, product="atlas-a2",
+                               block_dim=None, threads=None, mode=None, sat_mode=None,
+                               progress=False, div_sqrt=None):
+    """The LayerNorm forward on `block_dim` emulated cores over GM, for any size
+    (lngb.kernels.layer_norm_forward): rows split across the cores, LayerNorm per tile of whole
+    rows. Returns a ForwardResult: `.output`, `.mean`, `.variance`, `.tiling`, `.cores`,
+    `.trace` (a list per core in observed and checked modes), `.cost`. Rows are independent, so
+    the bits equal `emulate_layer_norm`'s whatever `block_dim` and `threads` (default: the CPU
+    count)."""
+    api = multi.API
+    mode = resolve_mode(api, mode)
+    threads = check_threads(api, threads)
+    progress = check_flag(api, "progress", progress)
+    check_forward_inputs(api, x, gamma, beta)
+    dtype, shape = x.dtype, x.shape
+    eps = epsilon_value(epsilon, dtype, api)
+    product = get_product(product, api)
+    if block_dim is not None:
+        check_int(api, "block_dim", block_dim)
+    tiling = multi.forward_tiling(shape, dtype, product, block_dim, float(eps))
+    size, h = dtype.itemsize, shape[2]
+    vec = padded(h * size)
+    params = np.zeros(2 * vec, np.uint8)
+    for k, a in enumerate((gamma, beta)):
+        params[k * vec:k * vec + h * size] = np.ascontiguousarray(a).view(np.uint8)
+    xs = gm_bytes(x, api)
+    output = np.empty(x.nbytes, np.uint8)
+    stats = np.empty(tiling.stats_at(tiling.block_dim), np.uint8)
+    row = h * size
+    gms = [(xs[a * row:(a + n) * row], params, output, stats) for a, n in tiling.core_rows]
+    ubs = schedule.core_ubs(tiling.block_dim, AICore.ub_bytes(product))
+    cores = [AICore(product, mode, sat_mode=sat_mode, div_sqrt=div_sqrt, _ub=ub) for ub in ubs]
+    run = PreparedForward(tiling, cores, gms, shape)
+    plan = run_cores(api, ("LayerNorm forward", tiling), run, threads, progress,
+                     lambda cores: check_gm(cores, run.gms, (multi.PARAMS, multi.OUTPUT,
+                                                            multi.STATS), multi.SLOT_NAMES,
+                                            inputs=[(multi.PARAMS, 0, params.size)]))
+    return ForwardResult(*run.results(), tiling, cores, plan,
+                         [core.trace for core in cores] if mode != "fast" else None)

@@ -317,27 +317,18 @@ def _regbase_path(core, t, tensors, eps):
     for j in range(rows):
         base = j * h
 
-        def term(dst, col, lanes, centred):
-            """dst[:lanes] = x / H, or (x - mean)^2 / H, of the block at col."""
-            src = _load(regs.x, x[base + col], lanes)
-            if centred:
-                Sub(dst, src, regs.m, lanes, 1, _BINARY)
-                Mul(dst, dst, dst, lanes, 1, _BINARY)
-                src = dst
-            Div(dst, src, regs.hd, lanes, 1, _BINARY)
-
         for centred, out, broadcast in ((False, mean, regs.m), (True, variance, regs.s)):
             full = [b for b in blocks if b[1] == 64]
             if full:
-                term(regs.acc, 0, 64, centred)
+                _term(regs, x[base], regs.acc, 0, 64, centred)
                 for col, _ in full[1:]:
-                    term(regs.v, col, 64, centred)
+                    _term(regs, x[base], regs.v, col, 64, centred)
                     Add(regs.acc, regs.acc, regs.v, 64, 1, _BINARY)
             else:
                 Duplicate(regs.acc, 0.0, 64, 1, 1, 8)
             if h % 64:   # the tail under its mask, inactive lanes zero (ZEROING)
                 Duplicate(regs.v, 0.0, 64, 1, 1, 8)
-                term(regs.v, h // 64 * 64, h % 64, centred)
+                _term(regs, x[base], regs.v, h // 64 * 64, h % 64, centred)
                 Add(regs.acc, regs.acc, regs.v, 64, 1, _BINARY)
             WholeReduceSum(regs.sum, regs.acc, 64, 1, 1, 1, 8)
             DuplicateLane(broadcast, regs.sum)
@@ -351,6 +342,16 @@ def _regbase_path(core, t, tensors, eps):
             Mul(regs.r, regs.r, _load(regs.v, gamma[col], lanes), lanes, 1, _BINARY)
             Add(regs.r, regs.r, _load(regs.v, beta[col], lanes), lanes, 1, _BINARY)
             _store(output[base + col], regs.r, lanes)
+
+
+def _term(regs, row, dst, col, lanes, centred):
+    """dst[:lanes] = x / H, or (x - mean)^2 / H, of the block of `row` at col."""
+    src = _load(regs.x, row[col], lanes)
+    if centred:
+        Sub(dst, src, regs.m, lanes, 1, _BINARY)
+        Mul(dst, dst, dst, lanes, 1, _BINARY)
+        src = dst
+    Div(dst, src, regs.hd, lanes, 1, _BINARY)
 
 
 def _load(reg, src, lanes):
