@@ -75,14 +75,17 @@ if numba.config.DISABLE_JIT:
     def prefetch(array, offset):
         """No-op in pure Python."""
 
+    # IEEE arithmetic on inf and NaN, as compiled code does it: numpy's warnings are silenced
     def call_row(helper, ub, rows, i, cores, scratch, flags, lane):
-        helper(ub, rows[i], cores, scratch, flags, lane)
+        with np.errstate(all="ignore"):
+            helper(ub, rows[i], cores, scratch, flags, lane)
 
     def call_lane(helper, a, b, s):
         return helper(a, b, s)
 
     def call_run(helper, ub, *scalars):
-        helper(ub.view(np.float32), ub.view(np.uint16), *scalars)
+        with np.errstate(all="ignore"):
+            helper(ub.view(np.float32), ub.view(np.uint16), *scalars)
 
     def half_bits_to_float(bits):
         return np.float32(np.uint16(int(bits) & 0xFFFF).view(np.float16))

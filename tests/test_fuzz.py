@@ -672,6 +672,20 @@ if hasattr(V, "DuplicateLane"):
         return Call("DuplicateLane", V.DuplicateLane, [dst, src], enter=ctx.core)
 
 
+@target("SetCmpMask", 40)
+def _set_cmp_mask(ctx):
+    src = ctx.t(64, _floats(ctx))
+    return Call("SetCmpMask", V.SetCmpMask, [src], enter=ctx.core)
+
+
+@target("Select", 60)
+def _select(ctx):
+    dtype = _floats(ctx)
+    n = 256 // dtype.itemsize
+    d, s0, sel = ctx.t(n, dtype), ctx.t(n, dtype), ctx.t(16, np.uint8)
+    return Call("Select", V.Select, [d, sel, s0, 1, BinaryRepeatParams()], enter=ctx.core)
+
+
 @target("Duplicate", 60)
 def _duplicate(ctx):
     dtype = _floats(ctx)
@@ -1224,7 +1238,7 @@ def _run_target(name, data, replace):
 # Every instruction lngb.vector_ops exports, and the fuzz target that calls it.
 FUZZED_INSTRUCTIONS = {op.__name__ for op in [*BINARY_OPS, *SCALAR_OPS, *UNARY_OPS]} | {
     "Duplicate", "Cast", "BlockReduceSum", "PairReduceSum", "WholeReduceSum", "DataCopy",
-    *(["Brcb"] if hasattr(V, "Brcb") else []),
+    "SetCmpMask", "Select", *(["Brcb"] if hasattr(V, "Brcb") else []),
     *(["DuplicateLane"] if hasattr(V, "DuplicateLane") else [])}
 
 
@@ -1232,8 +1246,8 @@ FUZZED_INSTRUCTIONS = {op.__name__ for op in [*BINARY_OPS, *SCALAR_OPS, *UNARY_O
 # instruction, a kernel, a debugger's recording, the walks of a DataCopy's checks. Only these
 # run another code path with NUMBA_DISABLE_JIT=1 (the `jitted` marker, tests/conftest.py).
 JITTED_TARGETS = {
-    "binary", "scalar", "unary", "Duplicate", "DuplicateLane", "Cast", "Brcb",
-    "BlockReduceSum-PairReduceSum", "WholeReduceSum", "DataCopy", "LocalTensor.GetValue",
+    "binary", "scalar", "unary", "Duplicate", "DuplicateLane", "Cast", "Brcb", "SetCmpMask",
+    "Select", "BlockReduceSum-PairReduceSum", "WholeReduceSum", "DataCopy", "LocalTensor.GetValue",
     "LayerNormGradBeta", "LayerNormGrad", "emulate", "emulate_operator",
     "emulate_layer_norm_grad", "emulate_layer_norm_backward", "simulate_kernel", "sweep",
     "EmulationResult.estimate_cost", "Debugger", "Debugger-methods", "OperatorDebugger",
