@@ -73,12 +73,13 @@ def layout(shape, dtype):
 
 
 def data_bytes(shape, dtype):
-    """UB bytes of x, output, gamma, beta, mean and variance."""
-    at = layout(shape, dtype)
-    return 2 * at["mean"] + at["params"] + 2 * (at["variance"] - at["mean"])
+    """UB bytes of x and output, gamma and beta, mean and variance."""
+    b, s, h = shape
+    size = np.dtype(dtype).itemsize
+    return 2 * (padded(b * s * h * size) + padded(h * size) + padded(b * s * size))
 
 
-def choose_stack_buffer_size(api, shape, dtype, product, reuse, stack_buffer_size):
+def _stack_buffer_size(api, shape, dtype, product, reuse, stack_buffer_size):
     """The temp bytes: by default the largest (whole 32-byte blocks) that fits beside the
     tensors, capped at the host's max; an explicit size as given."""
     size = np.dtype(dtype).itemsize
@@ -172,7 +173,7 @@ def emulate_layer_norm(x, gamma, beta, *, epsilon=1e-5, product="atlas-a2",
     core = AICore(get_product(product, API), "observed" if trace and resolved == "fast"
                   else resolved, sat_mode=sat_mode, div_sqrt=div_sqrt)
     shape, dtype = x.shape, x.dtype
-    tmp_bytes = choose_stack_buffer_size(API, shape, dtype, core.product, reuse,
+    tmp_bytes = _stack_buffer_size(API, shape, dtype, core.product, reuse,
                                          stack_buffer_size)
     tiling = GetLayerNormNDTilingInfo((*shape, shape[2]), tmp_bytes, dtype.itemsize, reuse,
                                       product=core.product.name)

@@ -11,7 +11,7 @@ from ..arguments import UNIT_DTYPES
 from ..errors import AlignmentError, OutOfBoundsError
 from ..products import CMPMASK_BYTES
 from .base import FLOAT_TYPES, Operand, check_same_dtype, elementwise_row
-from .checks import check_local, check_range
+from .checks import Lanes, check_local, check_range
 from .program import (COUNTER, DST, MASK0, MASK1, REPEAT, SCALAR_AT, SRC0, SRC1, as_uint64,
                       new_row, set_register)
 from .types import MASK_PLACEHOLDER, BinaryRepeatParams
@@ -69,11 +69,12 @@ def make_select_wrapper(entry):
 
 def _check_sel_mask(api, sel_mask, row, epr):
     """selMask holds a bit for every active lane: the bits up to the last active lane's."""
-    if row[COUNTER]:
-        last = int(row[MASK0]) - 1
+    lanes = Lanes.from_row_mask(epr, int(row[COUNTER]), as_uint64(row[MASK0]),
+                                as_uint64(row[MASK1]), int(row[REPEAT]))
+    if lanes.tail:
+        last = lanes.full * epr + lanes.tail - 1
     else:
-        bits = (as_uint64(row[MASK1]) << 64 | as_uint64(row[MASK0])) & ((1 << epr) - 1)
-        last = (int(row[REPEAT]) - 1) * epr + bits.bit_length() - 1 if bits and row[REPEAT] else -1
+        last = (lanes.full - 1) * epr + lanes.bits.bit_length() - 1 if lanes.full else -1
     needed = (last + 8) // 8
     if needed > sel_mask.nbytes:
         raise OutOfBoundsError(f"{api}: the active lanes read {needed} bytes of selMask (a bit "
